@@ -1,0 +1,42 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both create .venv and install the project
+# into it on first use (again only when pyproject.toml changes), so a fresh clone needs nothing but
+# Python 3.11+ (and Java 17 for the Spark parts).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.cadenza-installed
+
+.PHONY: demo test lint typecheck unit install broker clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "cadenza needs Python 3.11+; this is " + sys.version.split()[0] + ". Run: make PYTHON=python3.11 ...")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/cadenza demo
+
+test: lint typecheck
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+# Unit tests only: no broker is started.
+unit: $(STAMP)
+	$(BIN)/pytest -m 'not kafka'
+
+broker: $(STAMP)
+	$(BIN)/cadenza broker
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,41 @@
+"""The root ``cadenza`` command; each sub-command lives in its own module."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cadenza import __version__
+from cadenza.cli.broker import broker_app
+from cadenza.cli.console import console, setup_logging
+from cadenza.cli.demo import demo
+
+app = typer.Typer(
+    name="cadenza",
+    help="cadenza: Kafka-native stream processing for Python that meets deadlines.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(broker_app, name="broker")
+app.command("demo")(demo)
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"cadenza {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    log_level: Annotated[str, typer.Option(envvar="CADENZA_LOG_LEVEL", help="Logging level.")] = "WARNING",
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    setup_logging(log_level)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,204 @@
+"""Factories for confluent-kafka clients with defaults fit for at-least-once stream processing.
+
+Every client starts from :meth:`KafkaSettings.client_config` (bootstrap and security), then adds
+role-specific defaults, then caller overrides. The defaults, and why:
+
+- producer: idempotent (no duplicates or reordering from internal retries), ``acks=all``, a bounded
+  delivery timeout so an unreachable cluster becomes an error instead of an endless retry;
+- consumer: manual commits (cadenza commits only what is durable), ``earliest`` reset (a new group
+  must not skip records), the short session timeout from the settings;
+- all: librdkafka's log lines go to Python logging, and global errors are recorded so the caller can
+  raise them (:class:`ClientErrors`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka.admin import AdminClient, ClusterMetadata
+
+from cadenza.infra.kafka.errors import (
+    BrokerUnavailableError,
+    DeliveryError,
+    KafkaClientError,
+    from_kafka_error,
+)
+from cadenza.settings import KafkaSettings
+
+_log = logging.getLogger("cadenza.kafka")
+_librdkafka_log = logging.getLogger("cadenza.kafka.librdkafka")
+
+
+class ClientErrors:
+    """Collects librdkafka's global errors (``error_cb``) so they surface as exceptions.
+
+    librdkafka reports "all brokers down" or a fatal idempotence error through a callback, not by
+    raising; without this a client would keep retrying silently. Callbacks run on the thread that
+    polls the client, so a lock is enough.
+    """
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self._lock = threading.Lock()
+        self._fatal: KafkaError | None = None
+        self.last: KafkaError | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        with self._lock:
+            self.last = error
+            if error.fatal():
+                self._fatal = error
+        level = logging.ERROR if error.fatal() else logging.WARNING
+        _log.log(level, "kafka %s: %s: %s", self.role, error.name(), error.str())
+
+    def raise_fatal(self) -> None:
+        """Raise if librdkafka reported a fatal (unrecoverable) error for this client."""
+        with self._lock:
+            fatal = self._fatal
+        if fatal is not None:
+            raise from_kafka_error(fatal, f"kafka {self.role} failed fatally")
+
+
+class DeliveryReport:
+    """Counts acknowledged and failed deliveries; remembers the first failure for the error message."""
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.failed = 0
+        self.first_error: KafkaError | None = None
+
+    def __call__(self, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            self.delivered += 1
+            return
+        self.failed += 1
+        if self.first_error is None:
+            self.first_error = error
+
+    def raise_if_failed(self) -> None:
+        if self.first_error is not None:
+            raise DeliveryError(
+                f"{self.failed} record(s) were not delivered; first error: "
+                f"{self.first_error.name()}: {self.first_error.str()}",
+                code=self.first_error.name(),
+            )
+
+
+def _common(settings: KafkaSettings, role: str) -> tuple[dict[str, Any], ClientErrors]:
+    errors = ClientErrors(role)
+    config: dict[str, Any] = dict(settings.client_config())
+    config["error_cb"] = errors
+    config["logger"] = _librdkafka_log
+    return config, errors
+
+
+def producer_config(settings: KafkaSettings, **overrides: Any) -> tuple[dict[str, Any], ClientErrors]:
+    """The producer's librdkafka config (exposed so benchmarks and tests can inspect the defaults)."""
+    config, errors = _common(settings, "producer")
+    config.update(
+        {
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "delivery.timeout.ms": settings.delivery_timeout_ms,
+            "request.timeout.ms": min(settings.request_timeout_ms, settings.delivery_timeout_ms),
+        }
+    )
+    config.update(overrides)
+    return config, errors
+
+
+def make_producer(settings: KafkaSettings, **overrides: Any) -> tuple[Producer, ClientErrors]:
+    """An idempotent producer and the recorder of its global errors."""
+    config, errors = producer_config(settings, **overrides)
+    return Producer(config), errors
+
+
+def make_consumer(settings: KafkaSettings, group_id: str, **overrides: Any) -> tuple[Consumer, ClientErrors]:
+    """A consumer in ``group_id`` with manual commits and the settings' session timeout."""
+    config, errors = _common(settings, "consumer")
+    config.update(
+        {
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": settings.session_timeout_ms,
+            "heartbeat.interval.ms": max(500, settings.session_timeout_ms // 6),
+            # The classic protocol: KIP-848's "consumer" protocol is not supported by every broker
+            # cadenza runs against (Tansu), and the classic one works everywhere.
+            "group.protocol": "classic",
+            "partition.assignment.strategy": "cooperative-sticky",
+        }
+    )
+    config.update(overrides)
+    return Consumer(config), errors
+
+
+def make_admin(settings: KafkaSettings, **overrides: Any) -> AdminClient:
+    config, _errors = _common(settings, "admin")
+    config.update(overrides)
+    return AdminClient(config)
+
+
+def flush_or_raise(producer: Producer, report: DeliveryReport | None, timeout: float) -> None:
+    """Flush and raise if any record failed or is still unacknowledged after ``timeout`` seconds."""
+    remaining = producer.flush(timeout)
+    if report is not None:
+        report.raise_if_failed()
+    if remaining:
+        raise DeliveryError(
+            f"{remaining} record(s) still unacknowledged after {timeout:.1f}s; "
+            "is the cluster reachable and the topic writable?"
+        )
+
+
+def raise_for_message_error(message: Message) -> bool:
+    """True if ``message`` is a record; False for a partition-EOF event; raises for real errors."""
+    error = message.error()
+    if error is None:
+        return True
+    if error.code() == KafkaError._PARTITION_EOF:
+        return False
+    raise from_kafka_error(error, f"consuming {message.topic()}[{message.partition()}]")
+
+
+def wait_for_broker(settings: KafkaSettings, timeout: float = 30.0) -> ClusterMetadata:
+    """Block until a broker answers a metadata request; raise BrokerUnavailableError at ``timeout``."""
+    admin = make_admin(settings)
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            metadata: ClusterMetadata = admin.list_topics(timeout=min(remaining, 2.0))
+            if metadata.brokers:
+                return metadata
+        except Exception as exc:  # any failure to answer is "not ready yet" until the deadline
+            last_error = exc
+        time.sleep(0.1)
+    detail = f" (last error: {last_error})" if last_error else ""
+    raise BrokerUnavailableError(
+        f"no Kafka broker answered at {settings.bootstrap_servers} within {timeout:.0f}s{detail}. "
+        "Start one with `cadenza broker`, or set CADENZA_BOOTSTRAP_SERVERS to a reachable cluster."
+    )
+
+
+__all__ = [
+    "ClientErrors",
+    "DeliveryReport",
+    "KafkaClientError",
+    "flush_or_raise",
+    "make_admin",
+    "make_consumer",
+    "make_producer",
+    "producer_config",
+    "raise_for_message_error",
+    "wait_for_broker",
+]
