@@ -10,6 +10,7 @@ from cadenza import __version__
 from cadenza.cli.broker import broker_app
 from cadenza.cli.console import console, setup_logging
 from cadenza.cli.demo import demo
+from cadenza.cli.describe import describe_command
 
 app = typer.Typer(
     name="cadenza",
@@ -19,6 +20,7 @@ app = typer.Typer(
 )
 app.add_typer(broker_app, name="broker")
 app.command("demo")(demo)
+app.command("describe")(describe_command)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,239 @@
+"""The compiled form of a pipeline: a validated DAG that workers, the scheduler and the CLI consume.
+
+It is split in two on purpose. Everything that can be written down (steps, topics, window specs,
+durations in seconds) is plain pydantic data, so a graph can be logged, shipped as JSON, compared
+between versions and rebuilt with ``PipelineGraph.model_validate_json``. The user's code (functions,
+value models) cannot be serialized, so it rides along in :attr:`PipelineGraph.functions`, a side table
+keyed by node id that serialization leaves out; a worker that imported the user's module gets it from
+``Pipeline.compile()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf, JsonValue, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from cadenza.pipelines.errors import PipelineDefinitionError
+from cadenza.pipelines.windows import WINDOW_SPEC_ADAPTER, Hopping, Session, Sliding, Tumbling
+
+NodeKind: TypeAlias = Literal[
+    "source", "map", "filter", "flat_map", "key_by", "window_aggregate", "join", "branch", "sink"
+]
+TopicFormat: TypeAlias = Literal["json", "avro"]
+InternalTopicKind: TypeAlias = Literal["repartition", "changelog", "dead_letter", "late"]
+
+STATEFUL_KINDS: frozenset[str] = frozenset({"window_aggregate", "join"})
+"""Node kinds that keep keyed state, and so get a changelog topic."""
+
+
+@dataclass(frozen=True)
+class NodeFunctions:
+    """The user code of one node; which fields are set depends on the node's kind.
+
+    - ``source``: ``value_model`` (a pydantic class, or ``None`` for a raw payload), ``key_model`` (a
+      pydantic class, ``str``, ``bytes``, or ``None`` for an unkeyed source) and
+      ``timestamp`` (returns the record's event time, taken as is from the user's field or function;
+      ``None`` means "use the Kafka record timestamp").
+    - ``map``, ``filter``, ``flat_map``, ``key_by``: ``fn``, called with the record value.
+    - ``window_aggregate``: every aggregation, built-in or not, comes as ``init() -> acc``,
+      ``add(acc, value) -> acc``, ``merge(acc, acc) -> acc`` (``None`` only for a user ``aggregate``
+      without one, which non-session windows do not need) and ``result(acc) -> output``, so one
+      generic operator runs them all; ``fn`` is the user's extractor for sum/min/max/mean.
+    - ``join``: ``on(left, right) -> bool``, an extra match condition on top of equal keys, or ``None``.
+    - ``branch``: ``predicates``, one per output port, tried in order; a record goes to the first
+      port whose predicate holds and is dropped when none does.
+    - ``sink``: nothing.
+    """
+
+    fn: Callable[..., Any] | None = None
+    predicates: tuple[Callable[[Any], bool], ...] = ()
+    on: Callable[[Any, Any], bool] | None = None
+    timestamp: Callable[[Any], Any] | None = None
+    value_model: type[BaseModel] | None = None
+    key_model: type[BaseModel] | type[str] | type[bytes] | None = None
+    init: Callable[[], Any] | None = None
+    add: Callable[[Any, Any], Any] | None = None
+    merge: Callable[[Any, Any], Any] | None = None
+    result: Callable[[Any], Any] | None = None
+
+
+class NodeSpec(BaseModel):
+    """One step of a pipeline.
+
+    ``upstream`` has one entry per input, in input order (for a join: left, then right), so it may
+    repeat an id when both inputs come from two ports of the same branch; ``downstream`` lists each
+    consumer once. The edges say which output port feeds which input.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    kind: NodeKind
+    name: str
+    upstream: list[str] = Field(default_factory=list)
+    downstream: list[str] = Field(default_factory=list)
+    parameters: dict[str, JsonValue] = Field(default_factory=dict)
+    keyed: bool = False
+    stateful: bool = False
+    repartition_topic: str | None = None
+    changelog_topic: str | None = None
+
+    def window_spec(self) -> Tumbling | Hopping | Sliding | Session | None:
+        """The typed window spec of a window aggregate (stored as JSON in ``parameters``), else None."""
+        raw = self.parameters.get("window")
+        return None if raw is None else WINDOW_SPEC_ADAPTER.validate_python(raw)
+
+
+class EdgeSpec(BaseModel):
+    """A record channel from ``source``'s output ``port`` to ``target``'s input number ``input``.
+
+    Ports only matter for branches (port i carries records that matched predicate i); inputs only
+    for joins (0 is the left side, 1 the right).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str
+    target: str
+    port: int = 0
+    input: int = 0
+
+
+class InternalTopic(BaseModel):
+    """A topic cadenza creates and owns for a pipeline; ``compacted`` topics need cleanup.policy=compact."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    kind: InternalTopicKind
+    node_id: str | None = None
+    compacted: bool = False
+
+
+class PipelineGraph(BaseModel):
+    """A pipeline ready to run: validated, acyclic, every path ending in a sink.
+
+    Durations are float seconds. ``nodes`` are in declaration order, which is also a topological
+    order; :meth:`topological_order` computes one from the edges for graphs built by other means.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    tenant: str
+    tenant_weight: float
+    latency_target_s: float
+    dead_letter_topic: str
+    late_topic: str
+    nodes: list[NodeSpec]
+    edges: list[EdgeSpec]
+    source_topics: list[str]
+    sink_topics: list[str]
+    internal_topics: list[InternalTopic]
+    functions: SkipJsonSchema[dict[str, InstanceOf[NodeFunctions]]] = Field(
+        default_factory=dict, exclude=True, repr=False
+    )
+
+    @model_validator(mode="after")
+    def _check_structure(self) -> PipelineGraph:
+        # Compiled graphs pass by construction; this guards graphs read back from JSON or built by hand,
+        # which a worker would otherwise run into an infinite loop or a KeyError.
+        ids = [node.id for node in self.nodes]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise PipelineDefinitionError(f"duplicate step ids {duplicates}", pipeline=self.name)
+        known = set(ids)
+        for edge in self.edges:
+            for end in (edge.source, edge.target):
+                if end not in known:
+                    raise PipelineDefinitionError(
+                        f"edge {edge.source} -> {edge.target} refers to an unknown step",
+                        pipeline=self.name,
+                        step=end,
+                    )
+        for node in self.nodes:
+            incoming = sorted((e for e in self.edges if e.target == node.id), key=lambda e: e.input)
+            outgoing = list(dict.fromkeys(e.target for e in self.edges if e.source == node.id))
+            if [e.source for e in incoming] != node.upstream or sorted(outgoing) != sorted(node.downstream):
+                raise PipelineDefinitionError(
+                    "upstream/downstream ids do not match the edges", pipeline=self.name, step=node.id
+                )
+        self.topological_order()
+        return self
+
+    def node(self, node_id: str) -> NodeSpec:
+        """The node with this id; ``KeyError`` if there is none."""
+        for node in self.nodes:
+            if node.id == node_id:
+                return node
+        raise KeyError(f"pipeline {self.name!r} has no step {node_id!r}")
+
+    def downstream(self, node_id: str) -> list[str]:
+        """Ids of the nodes that consume ``node_id``'s output, each once."""
+        return list(self.node(node_id).downstream)
+
+    def upstream(self, node_id: str) -> list[str]:
+        """Ids of the nodes feeding ``node_id``, one per input (left then right for a join)."""
+        return list(self.node(node_id).upstream)
+
+    @property
+    def internal_topic_names(self) -> list[str]:
+        return [topic.name for topic in self.internal_topics]
+
+    def topological_order(self) -> list[str]:
+        """Node ids with every node after all of its upstreams; ties keep declaration order.
+
+        Path costs (own cost + the costliest downstream path) are computed by walking this list
+        backwards. Raises :class:`PipelineDefinitionError` naming the steps of a cycle, if any.
+        """
+        position = {node.id: index for index, node in enumerate(self.nodes)}
+        pending_inputs = {node.id: 0 for node in self.nodes}
+        consumers: dict[str, list[str]] = {node.id: [] for node in self.nodes}
+        producers: dict[str, list[str]] = {node.id: [] for node in self.nodes}
+        for edge in self.edges:
+            pending_inputs[edge.target] += 1
+            consumers[edge.source].append(edge.target)
+            producers[edge.target].append(edge.source)
+        ready = sorted((i for i, n in pending_inputs.items() if n == 0), key=position.__getitem__)
+        order: list[str] = []
+        while ready:
+            current = ready.pop(0)
+            order.append(current)
+            for target in consumers[current]:
+                pending_inputs[target] -= 1
+                if pending_inputs[target] == 0:
+                    ready.append(target)
+            ready.sort(key=position.__getitem__)
+        if len(order) < len(self.nodes):
+            cycle = _find_cycle({i for i, n in pending_inputs.items() if n > 0}, producers, position)
+            raise PipelineDefinitionError(
+                f"cycle through steps {' -> '.join(cycle)}; a pipeline must be a DAG",
+                pipeline=self.name,
+                step=cycle[0],
+            )
+        return order
+
+
+def _find_cycle(remaining: set[str], producers: dict[str, list[str]], position: dict[str, int]) -> list[str]:
+    """One cycle among the nodes Kahn's algorithm could not order, as ids with the first repeated last.
+
+    Each such node has at least one unordered upstream (that is why it stayed), so walking upstream
+    inside ``remaining`` never gets stuck and must come back to a node already on the path. (Walking
+    downstream could dead-end in a node that merely hangs off a cycle.)
+    """
+    current = min(remaining, key=position.__getitem__)
+    path: list[str] = []
+    seen: dict[str, int] = {}
+    while current not in seen:
+        seen[current] = len(path)
+        path.append(current)
+        current = min((p for p in producers[current] if p in remaining), key=position.__getitem__)
+    cycle = path[seen[current] :]
+    cycle.reverse()
+    first = cycle.index(min(cycle, key=position.__getitem__))  # start where the user's code does
+    cycle = cycle[first:] + cycle[:first]
+    return [*cycle, cycle[0]]

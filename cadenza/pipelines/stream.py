@@ -1,0 +1,446 @@
+"""``Stream`` and ``WindowedStream``: immutable handles through which steps are declared.
+
+A handle points at one output of one step; each method appends a step to the handle's pipeline and
+returns a handle to it. Handles never change, so a stream can be reused to fan out
+(``s.map(f).sink(a); s.filter(g).sink(b)``) without one use affecting the other.
+
+Values flowing between steps are typed (``Stream[Click]`` -> ``filter(lambda c: ...)`` sees a
+``Click``) so that mypy checks user functions against the models they read.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+from cadenza.pipelines.graph import NodeFunctions, TopicFormat
+from cadenza.pipelines.windows import WINDOW_SPEC_TYPES, Hopping, Session, Sliding, Tumbling
+
+if TYPE_CHECKING:
+    from cadenza.pipelines.pipeline import Pipeline, _OpenWindow
+
+T = TypeVar("T")
+U = TypeVar("U")
+A = TypeVar("A")
+
+DurationLike = str | float | timedelta
+
+
+def _function_name(fn: object) -> str:
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+class Stream(Generic[T]):
+    """A handle to the output of one step of one pipeline."""
+
+    __slots__ = ("_pipeline", "_port", "_step")
+
+    def __init__(self, pipeline: Pipeline, step: str, port: int = 0) -> None:
+        self._pipeline = pipeline
+        self._step = step
+        self._port = port
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self._pipeline
+
+    @property
+    def step(self) -> str:
+        """Id of the step whose output this handle is (``"2-filter"``)."""
+        return self._step
+
+    @property
+    def port(self) -> int:
+        """Which output of the step: always 0, except for the outputs of a branch."""
+        return self._port
+
+    @property
+    def keyed(self) -> bool:
+        """Whether records carry a key that state (windows, joins) can be partitioned by."""
+        return self._pipeline._node(self._step).keyed
+
+    def __repr__(self) -> str:
+        port = f", port={self._port}" if self._port else ""
+        return f"Stream(pipeline={self._pipeline.name!r}, step={self._step!r}{port})"
+
+    # --- stateless steps ----------------------------------------------------------------------
+
+    def map(self, fn: Callable[[T], U], *, name: str | None = None) -> Stream[U]:
+        """Replace each value by ``fn(value)``; the key, if any, is kept."""
+        return self._simple("map", fn, name)
+
+    def filter(self, fn: Callable[[T], bool], *, name: str | None = None) -> Stream[T]:
+        """Keep the records for which ``fn(value)`` is true."""
+        return self._simple("filter", fn, name)
+
+    def flat_map(self, fn: Callable[[T], Iterable[U]], *, name: str | None = None) -> Stream[U]:
+        """Replace each value by the values ``fn(value)`` yields (none, one or many); keys are kept."""
+        return self._simple("flat_map", fn, name)
+
+    def key_by(self, fn: Callable[[T], Any], *, name: str | None = None) -> Stream[T]:
+        """Key records by ``fn(value)``.
+
+        Records with one key must meet in one partition for keyed state to be correct, so this is a
+        repartition point: the compiled graph gives the step a repartition topic
+        (``<pipeline>.<step>.repartition``) that the worker writes to and reads back from.
+        """
+        return self._simple("key_by", fn, name, keyed=True, repartition=True)
+
+    def _simple(
+        self,
+        kind: Literal["map", "filter", "flat_map", "key_by"],
+        fn: Callable[..., Any],
+        name: str | None,
+        *,
+        keyed: bool | None = None,
+        repartition: bool = False,
+    ) -> Stream[Any]:
+        self._require_callable(fn, f"{kind}()")
+        step = self._pipeline._add(
+            kind,
+            kind,
+            name or _function_name(fn),
+            ((self._step, self._port),),
+            parameters={"function": _function_name(fn)},
+            functions=NodeFunctions(fn=fn),
+            keyed=self.keyed if keyed is None else keyed,
+            repartition=repartition,
+        )
+        return Stream(self._pipeline, step)
+
+    # --- stateful steps -----------------------------------------------------------------------
+
+    def window(
+        self, spec: Tumbling | Hopping | Sliding | Session, allowed_lateness: DurationLike = "0s"
+    ) -> WindowedStream[T]:
+        """Group keyed records into windows; follow with an aggregation (``count()``...).
+
+        ``allowed_lateness`` keeps a window open that long after its end (in event time) so late
+        records still count; it also delays the window's result, which is why the scheduler adds it
+        to the window's frontier time.
+        """
+        if not isinstance(spec, WINDOW_SPEC_TYPES):
+            raise self._pipeline._error(
+                f"window() expects Tumbling, Hopping, Sliding or Session, got {spec!r}", self._step
+            )
+        if not self.keyed:
+            raise self._pipeline._error(
+                f"window without a key: window({spec.describe()}) needs keyed records; call key_by(...) "
+                "before window(...)",
+                self._step,
+            )
+        lateness = self._pipeline._duration(allowed_lateness, "allowed_lateness", self._step)
+        opened = self._pipeline._open_window(self._step, spec.describe())
+        return WindowedStream(self, spec, lateness, opened)
+
+    def join(
+        self,
+        other: Stream[U],
+        within: DurationLike,
+        on: Callable[[T, U], bool] | None = None,
+        *,
+        allowed_lateness: DurationLike = "0s",
+        name: str | None = None,
+    ) -> Stream[tuple[T, U]]:
+        """Pair records of this stream (left) and ``other`` (right) that have equal keys and event
+        times at most ``within`` apart, emitting ``(left, right)`` tuples; ``on(left, right)`` can
+        narrow the match further.
+
+        Both sides must be keyed (the key is the join condition) and belong to this pipeline: a
+        join keeps both sides in one state store, which a single pipeline owns. Read another topic
+        with a second ``source()`` of the same pipeline to join it.
+        """
+        pipeline = self._pipeline
+        if not isinstance(other, Stream):
+            raise pipeline._error(f"join() expects a Stream, got {other!r}", self._step)
+        if other._pipeline is not pipeline:
+            raise pipeline._error(
+                f"join across pipelines: the other stream belongs to pipeline {other._pipeline.name!r} "
+                f"(step {other._step!r}); declare its topic as a second source of {pipeline.name!r}",
+                self._step,
+            )
+        if (other._step, other._port) == (self._step, self._port):
+            raise pipeline._error(
+                "join of a stream with itself; the two sides would be indistinguishable", self._step
+            )
+        for side, stream in (("left", self), ("right", other)):
+            if not stream.keyed:
+                raise pipeline._error(
+                    f"join of unkeyed streams: the {side} side (step {stream._step!r}) has no key; call "
+                    "key_by(...) on it first",
+                    self._step,
+                )
+        if on is not None:
+            self._require_callable(on, "join(on=...)")
+        within_s = pipeline._duration(within, "join within", self._step)
+        lateness = pipeline._duration(allowed_lateness, "allowed_lateness", self._step)
+        step = pipeline._add(
+            "join",
+            "join",
+            name or "join",
+            ((self._step, self._port), (other._step, other._port)),
+            parameters={
+                "within_s": within_s,
+                "allowed_lateness_s": lateness,
+                "on": None if on is None else _function_name(on),
+            },
+            functions=NodeFunctions(on=on),
+            keyed=True,
+        )
+        return Stream(pipeline, step)
+
+    # --- routing and output -------------------------------------------------------------------
+
+    def branch(self, *predicates: Callable[[T], bool], name: str | None = None) -> tuple[Stream[T], ...]:
+        """Split the stream: a record goes to the first branch whose predicate holds, or nowhere.
+
+        Unlike several ``filter()`` calls, a record lands in at most one branch, and the predicates
+        run once per record in one step. Every branch must end in a sink.
+        """
+        if len(predicates) < 2:
+            raise self._pipeline._error(
+                f"branch() needs at least two predicates, got {len(predicates)}; use filter() for one",
+                self._step,
+            )
+        for index, predicate in enumerate(predicates):
+            self._require_callable(predicate, f"branch() predicate {index + 1}")
+        step = self._pipeline._add(
+            "branch",
+            "branch",
+            name or "branch",
+            ((self._step, self._port),),
+            parameters={"branches": len(predicates), "predicates": [_function_name(p) for p in predicates]},
+            functions=NodeFunctions(predicates=tuple(predicates)),
+            keyed=self.keyed,
+            ports=len(predicates),
+        )
+        return tuple(Stream(self._pipeline, step, port) for port in range(len(predicates)))
+
+    def sink(self, topic: str, *, format: TopicFormat = "json") -> None:
+        """Write the stream to ``topic``; a sink ends a path, so nothing can follow it."""
+        pipeline = self._pipeline
+        topic = pipeline._topic(topic, what="sink topic", step=self._step)
+        pipeline._check_format(format, self._step)
+        pipeline._add(
+            "sink",
+            "sink",
+            topic,
+            ((self._step, self._port),),
+            parameters={"topic": topic, "format": format},
+            functions=NodeFunctions(),
+            keyed=self.keyed,
+            ports=0,
+        )
+
+    def _require_callable(self, fn: object, what: str) -> None:
+        if not callable(fn):
+            raise self._pipeline._error(f"{what} expects a function, got {fn!r}", self._step)
+
+
+class WindowedStream(Generic[T]):
+    """A keyed stream cut into windows, waiting for the aggregation that makes it a stream again.
+
+    Each aggregation is one stateful step (the window and what it computes run together); its
+    output is keyed by the same key, one value per key and window.
+    """
+
+    __slots__ = ("_lateness_s", "_opened", "_spec", "_stream")
+
+    def __init__(
+        self,
+        stream: Stream[T],
+        spec: Tumbling | Hopping | Sliding | Session,
+        lateness_s: float,
+        opened: _OpenWindow,
+    ) -> None:
+        self._stream = stream
+        self._spec = spec
+        self._lateness_s = lateness_s
+        self._opened = opened
+
+    @property
+    def spec(self) -> Tumbling | Hopping | Sliding | Session:
+        return self._spec
+
+    @property
+    def allowed_lateness_s(self) -> float:
+        return self._lateness_s
+
+    def __repr__(self) -> str:
+        return f"WindowedStream({self._stream!r}, {self._spec.describe()})"
+
+    def count(self, *, name: str | None = None) -> Stream[int]:
+        """Records per key and window."""
+        return self._aggregate(
+            "count", name, fn=None, init=_count_init, add=_count_add, merge=operator.add, result=_identity
+        )
+
+    def sum(self, fn: Callable[[T], float], *, name: str | None = None) -> Stream[float]:
+        """Sum of ``fn(value)`` per key and window."""
+        self._stream._require_callable(fn, "sum()")
+        return self._aggregate(
+            "sum", name, fn=fn, init=_zero, add=_SumAdd(fn), merge=operator.add, result=_identity
+        )
+
+    def min(self, fn: Callable[[T], float], *, name: str | None = None) -> Stream[float]:
+        """Smallest ``fn(value)`` per key and window."""
+        self._stream._require_callable(fn, "min()")
+        return self._aggregate(
+            "min", name, fn=fn, init=_none, add=_Extreme(fn, min), merge=_ExtremeMerge(min), result=_identity
+        )
+
+    def max(self, fn: Callable[[T], float], *, name: str | None = None) -> Stream[float]:
+        """Largest ``fn(value)`` per key and window."""
+        self._stream._require_callable(fn, "max()")
+        return self._aggregate(
+            "max", name, fn=fn, init=_none, add=_Extreme(fn, max), merge=_ExtremeMerge(max), result=_identity
+        )
+
+    def mean(self, fn: Callable[[T], float], *, name: str | None = None) -> Stream[float]:
+        """Arithmetic mean of ``fn(value)`` per key and window (kept as a sum and a count)."""
+        self._stream._require_callable(fn, "mean()")
+        return self._aggregate(
+            "mean", name, fn=fn, init=_mean_init, add=_MeanAdd(fn), merge=_mean_merge, result=_mean_result
+        )
+
+    def aggregate(
+        self,
+        init: Callable[[], A],
+        add: Callable[[A, T], A],
+        merge: Callable[[A, A], A] | None = None,
+        *,
+        name: str | None = None,
+    ) -> Stream[A]:
+        """A user aggregation: ``init()`` makes a fresh accumulator per key and window, ``add(acc, value)``
+        folds a record in, ``merge(a, b)`` combines two accumulators.
+
+        ``init`` is a function, not a value, so that windows never share a mutable accumulator.
+        ``merge`` is required for session windows, which merge when a record bridges two of them.
+        """
+        for fn, what in ((init, "aggregate() init"), (add, "aggregate() add")):
+            self._stream._require_callable(fn, what)
+        if merge is not None:
+            self._stream._require_callable(merge, "aggregate() merge")
+        elif isinstance(self._spec, Session):
+            raise self._stream._pipeline._error(
+                "aggregate() over session windows needs merge=: sessions merge when a record bridges two",
+                self._stream.step,
+            )
+        return self._aggregate("aggregate", name, fn=None, init=init, add=add, merge=merge, result=_identity)
+
+    def _aggregate(
+        self,
+        aggregation: str,
+        name: str | None,
+        *,
+        fn: Callable[..., Any] | None,
+        init: Callable[[], Any],
+        add: Callable[[Any, Any], Any],
+        merge: Callable[[Any, Any], Any] | None,
+        result: Callable[[Any], Any],
+    ) -> Stream[Any]:
+        stream = self._stream
+        step = stream._pipeline._add(
+            "window_aggregate",
+            aggregation,
+            name or aggregation,
+            ((stream._step, stream._port),),
+            parameters={
+                "aggregation": aggregation,
+                "window": self._spec.model_dump(mode="json"),
+                "allowed_lateness_s": self._lateness_s,
+                "function": None if fn is None else _function_name(fn),
+            },
+            functions=NodeFunctions(fn=fn, init=init, add=add, merge=merge, result=result),
+            keyed=True,
+        )
+        self._opened.aggregated = True
+        return Stream(stream._pipeline, step)
+
+
+# Built-in aggregations, written as (init, add, merge, result) so one generic window operator runs all
+# of them. Module-level functions and small classes rather than lambdas: they pickle, and they show
+# up with readable names in traces.
+
+
+def _identity(acc: Any) -> Any:
+    return acc
+
+
+def _count_init() -> int:
+    return 0
+
+
+def _count_add(acc: int, _value: Any) -> int:
+    return acc + 1
+
+
+def _zero() -> float:
+    return 0
+
+
+def _none() -> None:
+    return None
+
+
+class _SumAdd:
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any], float]) -> None:
+        self.fn = fn
+
+    def __call__(self, acc: float, value: Any) -> float:
+        return acc + self.fn(value)
+
+
+class _Extreme:
+    __slots__ = ("fn", "pick")
+
+    def __init__(self, fn: Callable[[Any], float], pick: Callable[[float, float], float]) -> None:
+        self.fn = fn
+        self.pick = pick
+
+    def __call__(self, acc: float | None, value: Any) -> float:
+        candidate = self.fn(value)
+        return candidate if acc is None else self.pick(acc, candidate)
+
+
+class _ExtremeMerge:
+    __slots__ = ("pick",)
+
+    def __init__(self, pick: Callable[[float, float], float]) -> None:
+        self.pick = pick
+
+    def __call__(self, left: float | None, right: float | None) -> float | None:
+        if left is None:
+            return right
+        if right is None:
+            return left
+        return self.pick(left, right)
+
+
+def _mean_init() -> tuple[float, int]:
+    return (0.0, 0)
+
+
+class _MeanAdd:
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any], float]) -> None:
+        self.fn = fn
+
+    def __call__(self, acc: tuple[float, int], value: Any) -> tuple[float, int]:
+        return (acc[0] + self.fn(value), acc[1] + 1)
+
+
+def _mean_merge(left: tuple[float, int], right: tuple[float, int]) -> tuple[float, int]:
+    return (left[0] + right[0], left[1] + right[1])
+
+
+def _mean_result(acc: tuple[float, int]) -> float:
+    # A window exists only once a record fell in it, so the count is never zero in practice; NaN
+    # rather than an exception keeps a hand-built empty accumulator from crashing a worker.
+    return acc[0] / acc[1] if acc[1] else float("nan")
