@@ -1,0 +1,227 @@
+"""The scheduling-policy interface (Cameo's hooks) and the small carriers passed through it.
+
+The scheduler is policy-agnostic: it only asks a policy for a sortable priority of a record's context.
+Everything a policy needs to remember (cost estimates, per-tenant service) it keeps itself and learns
+through the hooks, which the worker calls at fixed points: when a record enters from a source, when an
+operator emits a record, and after an operator ran (the reply). That split is what lets user policies
+be dropped in by import path without touching the worker.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar, TypeAlias
+
+from cadenza.scheduling.context import SchedulingContext, new_trace_id
+from cadenza.scheduling.costs import CostModel
+
+__all__ = [
+    "HOOKS",
+    "BasePolicy",
+    "Measurement",
+    "OperatorInfo",
+    "Priority",
+    "Reply",
+    "SchedulingPolicy",
+    "SourceRecordInfo",
+]
+
+Priority: TypeAlias = float | tuple[float, ...]
+"""What the scheduler orders by; smaller runs first. Values from one policy must be mutually comparable."""
+
+HOOKS: tuple[str, ...] = (
+    "build_ctx_at_source",
+    "build_ctx_at_operator",
+    "prepare_reply",
+    "process_ctx_from_reply",
+    "priority",
+)
+"""The methods a policy must provide; the loader checks user classes against this list."""
+
+
+@dataclass(slots=True)
+class SourceRecordInfo:
+    """What the fetcher knows about a record entering a pipeline from a source topic.
+
+    ``operator_id`` names the operator that will consume the record; when omitted, policies use the
+    pipeline's sources as registered in the cost model. ``window_close_time`` is set when that
+    operator is windowed: the physical time at which the record's window is expected to fire (its end
+    mapped to physical time, plus the allowed lateness).
+    """
+
+    pipeline_id: str
+    tenant_id: str
+    latency_target: float
+    arrival_time: float
+    offset: int
+    partition: int
+    operator_id: str | None = None
+    window_close_time: float | None = None
+    trace_id: int | None = None
+
+
+@dataclass(slots=True)
+class OperatorInfo:
+    """The operator that will run a record whose context is being built (the receiving operator).
+
+    Context is built for the receiver because both the path cost and the window frontier belong to
+    the operator where the record will wait. ``window_close_time`` has the same meaning as in
+    :class:`SourceRecordInfo`: when the output's window at this operator is expected to fire.
+    """
+
+    pipeline_id: str
+    operator_id: str
+    is_windowed: bool = False
+    window_close_time: float | None = None
+
+
+@dataclass(slots=True)
+class Measurement:
+    """What the executor measured when one record ran at one operator."""
+
+    pipeline_id: str
+    operator_id: str
+    run_time: float
+    """Seconds the operator spent on the record."""
+    queue_wait: float
+    """Seconds the record waited in its operator-partition queue before it ran."""
+    at: float
+    """When the run finished (clock time)."""
+
+
+@dataclass(slots=True)
+class Reply:
+    """The measured cost of one run, sent back upstream (in-process, or via the feedback topic)."""
+
+    pipeline_id: str
+    operator_id: str
+    tenant_id: str
+    run_time: float
+    queue_wait: float
+    at: float
+
+
+class SchedulingPolicy(ABC):
+    """Cameo's policy interface: four context hooks and a priority.
+
+    ``priority`` is called by the scheduler for head records only. If a policy's priority can change
+    while a record waits (it reads ``now`` or state the replies update), it sets ``time_dependent``
+    so the scheduler re-evaluates heads at each pick instead of trusting the value computed when the
+    record became head. If, in addition, a waiting record's priority can only get worse (grow), never
+    better, it sets ``monotone_priority`` too: the scheduler then keeps its heap and re-keys stale
+    entries lazily as they reach the top (exact, since a stale key is a lower bound), instead of
+    scanning every head per pick.
+    """
+
+    name: ClassVar[str] = "custom"
+    time_dependent: ClassVar[bool] = False
+    monotone_priority: ClassVar[bool] = False
+
+    @abstractmethod
+    def build_ctx_at_source(self, record: SourceRecordInfo) -> SchedulingContext:
+        """Context for a record entering from a source topic (hops 0, a new trace id)."""
+
+    @abstractmethod
+    def build_ctx_at_operator(
+        self, ctx_in: SchedulingContext, operator: OperatorInfo, output: object
+    ) -> SchedulingContext:
+        """Context for ``output``, emitted from a record with ``ctx_in``, to be run by ``operator``."""
+
+    @abstractmethod
+    def prepare_reply(self, ctx: SchedulingContext, measured: Measurement) -> Reply:
+        """Pack what was measured when the record with ``ctx`` ran."""
+
+    @abstractmethod
+    def process_ctx_from_reply(self, reply: Reply) -> None:
+        """Fold a reply into the policy's estimates."""
+
+    @abstractmethod
+    def priority(self, ctx: SchedulingContext, now: float) -> Priority:
+        """Sort key of a head record; smaller runs first."""
+
+
+class BasePolicy(SchedulingPolicy):
+    """Shared plumbing of the built-in policies: contexts from arrival times and a cost model.
+
+    Every built-in keeps a :class:`CostModel` fed from replies, even those that do not order by cost,
+    so path costs stamped into outgoing contexts stay meaningful for a downstream process that runs a
+    cost-aware policy, and so switching policy does not start from cold estimates.
+    """
+
+    def __init__(self, cost_model: CostModel | None = None) -> None:
+        self.cost_model = cost_model if cost_model is not None else CostModel()
+
+    def _frontier_at_source(self, record: SourceRecordInfo) -> float:
+        return record.arrival_time
+
+    def _frontier_at_operator(self, ctx_in: SchedulingContext, operator: OperatorInfo) -> float:
+        return ctx_in.frontier_time
+
+    def _stamp(self, ctx: SchedulingContext) -> float:
+        """The informational priority recorded in a new context."""
+        return 0.0
+
+    def build_ctx_at_source(self, record: SourceRecordInfo) -> SchedulingContext:
+        costs = self.cost_model
+        path_cost = (
+            costs.source_path_cost(record.pipeline_id)
+            if record.operator_id is None
+            else costs.path_cost(record.pipeline_id, record.operator_id)
+        )
+        ctx = SchedulingContext(
+            record.pipeline_id,
+            record.tenant_id,
+            self._frontier_at_source(record),
+            record.latency_target,
+            0.0,
+            path_cost,
+            0,
+            new_trace_id() if record.trace_id is None else record.trace_id,
+        )
+        ctx.priority = self._stamp(ctx)
+        return ctx
+
+    def build_ctx_at_operator(
+        self, ctx_in: SchedulingContext, operator: OperatorInfo, output: object
+    ) -> SchedulingContext:
+        ctx = SchedulingContext(
+            ctx_in.pipeline_id,
+            ctx_in.tenant_id,
+            self._frontier_at_operator(ctx_in, operator),
+            ctx_in.latency_target,
+            0.0,
+            self.cost_model.path_cost(operator.pipeline_id, operator.operator_id),
+            ctx_in.hops + 1,
+            ctx_in.trace_id,
+        )
+        ctx.priority = self._stamp(ctx)
+        return ctx
+
+    def prepare_reply(self, ctx: SchedulingContext, measured: Measurement) -> Reply:
+        return Reply(
+            measured.pipeline_id,
+            measured.operator_id,
+            ctx.tenant_id,
+            measured.run_time,
+            measured.queue_wait,
+            measured.at,
+        )
+
+    def process_ctx_from_reply(self, reply: Reply) -> None:
+        self.cost_model.observe(reply.pipeline_id, reply.operator_id, reply.run_time)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def frontier_with_window(frontier: float, window_close_time: float | None) -> float:
+    """``t_F`` at a windowed operator: the window's close, but never before the input itself arrived.
+
+    A record that arrives after its window's nominal close (late but within the allowed lateness)
+    cannot be processed before it arrived, so its frontier is its own arrival.
+    """
+    if window_close_time is None or not math.isfinite(window_close_time):
+        return frontier
+    return window_close_time if window_close_time > frontier else frontier

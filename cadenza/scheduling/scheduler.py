@@ -1,0 +1,353 @@
+"""Cameo's two-level, policy-agnostic scheduler.
+
+Level 1 orders operator-partitions by the priority of their head record; level 2 keeps the records of
+one operator-partition in arrival (offset) order, always. Reordering only across operator-partitions
+is what lets deadlines reorder work without breaking keyed state, watermarks or per-partition commits.
+
+Execution is non-preemptive: the executor takes a :class:`Quantum` (up to ``max_records`` records,
+or as many as fit in ``max_seconds`` of clock time, at least one) from the chosen operator-partition,
+runs it, and asks again; priorities are re-checked between quanta.
+
+Level 1 is a binary heap of ``(priority, seq, partition)`` entries with lazy invalidation. An entry is
+pushed when a partition's head changes (a record lands in an empty queue, or a quantum ends with
+records left); each partition has at most one live entry, identified by ``seq``, and anything else
+popped is skipped. Equal priorities go to the partition that entered contention first (smaller
+``seq``).
+How priorities are evaluated depends on what the policy declares:
+
+- static (the default; fifo, edf, cameo, sjf): the priority of a head is computed once, when it
+  becomes head. Enqueue and pick are O(log n).
+- ``time_dependent`` and ``monotone_priority`` (fair): priorities change while records wait, but only
+  upwards, so a heap key is a lower bound of the true priority. At a pick the top entry is
+  re-evaluated; if its key was stale it is re-keyed in place and the next top is examined, otherwise
+  it is the true minimum. O(log n) per re-keyed entry.
+- ``time_dependent`` only: no order can be kept, so every ready head is evaluated at each pick:
+  O(ready partitions) per quantum, correct by construction.
+
+The scheduler keeps no policy state and is single-threaded: the executor thread owns it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator
+from heapq import heappop, heappush, heapreplace
+from types import TracebackType
+from typing import Generic, TypeVar
+
+from cadenza.errors import ConfigError
+from cadenza.scheduling.clock import Clock, SystemClock
+from cadenza.scheduling.context import SchedulingContext
+from cadenza.scheduling.policy import Priority, SchedulingPolicy
+
+__all__ = ["Quantum", "Scheduler", "drain"]
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+
+_NOT_READY = -1  # ``seq`` of a partition that is empty or being run
+_STATIC, _MONOTONE, _SCAN = 0, 1, 2  # how head priorities are evaluated (see the module docstring)
+
+
+class _OpPartition(Generic[K, T]):
+    __slots__ = ("key", "queue", "seq")
+
+    def __init__(self, key: K) -> None:
+        self.key = key
+        self.queue: deque[tuple[SchedulingContext, T]] = deque()
+        # Sequence number of the partition's live heap entry (also its tie-breaker when heads are
+        # scanned), or _NOT_READY.
+        self.seq = _NOT_READY
+
+
+class Quantum(Generic[K, T]):
+    """The records one pick grants to one operator-partition, handed out one at a time.
+
+    Records are taken from the queue only as they are iterated, so a quantum cut short by its time
+    budget (or abandoned by the executor) leaves the rest queued in order. Exhausting the iterator,
+    calling :meth:`close`, leaving a ``with`` block, or asking the scheduler for the next batch ends
+    it and puts the partition back in contention with its new head.
+    """
+
+    __slots__ = ("_open", "_part", "_sched", "_start", "_taken")
+
+    def __init__(self, scheduler: Scheduler[K, T], part: _OpPartition[K, T], start: float) -> None:
+        self._sched = scheduler
+        self._part = part
+        self._start = start
+        self._taken = 0
+        self._open = True
+
+    @property
+    def key(self) -> K:
+        """The operator-partition this quantum runs."""
+        return self._part.key
+
+    @property
+    def taken(self) -> int:
+        """Records handed out so far."""
+        return self._taken
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def __iter__(self) -> Iterator[tuple[SchedulingContext, T]]:
+        return self
+
+    def __next__(self) -> tuple[SchedulingContext, T]:
+        if self._open:
+            sched = self._sched
+            queue = self._part.queue
+            taken = self._taken
+            if (
+                queue
+                and taken < sched._max_records
+                and (
+                    taken == 0
+                    or sched._max_seconds is None
+                    or sched._now() - self._start < sched._max_seconds
+                )
+            ):
+                self._taken = taken + 1
+                sched._size -= 1
+                return queue.popleft()
+            self.close()
+        raise StopIteration
+
+    def close(self) -> None:
+        """End the quantum; idempotent."""
+        if self._open:
+            self._open = False
+            self._sched._finish(self)
+
+    def __enter__(self) -> Quantum[K, T]:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Quantum(key={self._part.key!r}, taken={self._taken}, open={self._open})"
+
+
+class Scheduler(Generic[K, T]):
+    """Operator-partition queues ordered by a policy's priority of their heads.
+
+    ``K`` is the operator-partition key (any hashable, e.g. ``(operator_id, partition)``), ``T`` the
+    executor's payload stored next to each record's context. ``max_records`` and ``max_seconds``
+    bound a quantum; either may be ``None`` but not both, since a quantum must end.
+    """
+
+    __slots__ = (
+        "_active",
+        "_clock",
+        "_heap",
+        "_max_records",
+        "_max_seconds",
+        "_mode",
+        "_now",
+        "_parts",
+        "_policy",
+        "_priority",
+        "_seq",
+        "_size",
+    )
+
+    def __init__(
+        self,
+        policy: SchedulingPolicy,
+        *,
+        clock: Clock | None = None,
+        max_records: int | None = 16,
+        max_seconds: float | None = 0.001,
+    ) -> None:
+        if max_records is None and max_seconds is None:
+            raise ConfigError("scheduler quantum needs max_records, max_seconds or both")
+        if max_records is not None and (
+            isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1
+        ):
+            raise ConfigError(
+                f"scheduler quantum max_records must be a positive integer, got {max_records!r}"
+            )
+        if max_seconds is not None and not (0.0 < max_seconds < math.inf):
+            raise ConfigError(
+                f"scheduler quantum max_seconds must be positive and finite, got {max_seconds!r}"
+            )
+        self._policy = policy
+        self._priority = policy.priority
+        if not getattr(policy, "time_dependent", False):
+            self._mode = _STATIC
+        elif getattr(policy, "monotone_priority", False):
+            self._mode = _MONOTONE
+        else:
+            self._mode = _SCAN
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._now = self._clock.now
+        self._max_records: int = max_records if max_records is not None else (1 << 62)
+        self._max_seconds = max_seconds
+        self._parts: dict[K, _OpPartition[K, T]] = {}
+        self._heap: list[tuple[Priority, int, _OpPartition[K, T]]] = []
+        self._seq = 0
+        self._size = 0
+        self._active: Quantum[K, T] | None = None
+
+    @property
+    def policy(self) -> SchedulingPolicy:
+        return self._policy
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def active_key(self) -> K | None:
+        """The operator-partition of the open quantum, if any."""
+        return None if self._active is None else self._active.key
+
+    def __len__(self) -> int:
+        """Records buffered in all queues (what backpressure looks at)."""
+        return self._size
+
+    def buffered(self, key: K) -> int:
+        part = self._parts.get(key)
+        return 0 if part is None else len(part.queue)
+
+    def keys(self) -> list[K]:
+        """Operator-partitions that have records queued."""
+        return [key for key, part in self._parts.items() if part.queue]
+
+    def ready(self) -> int:
+        """Operator-partitions in contention for the next pick (queued records, not being run)."""
+        return sum(1 for part in self._parts.values() if part.seq != _NOT_READY)
+
+    def head(self, key: K) -> tuple[SchedulingContext, T] | None:
+        part = self._parts.get(key)
+        return part.queue[0] if part is not None and part.queue else None
+
+    def enqueue(self, key: K, ctx: SchedulingContext, item: T) -> None:
+        """Append a record to its operator-partition; callers enqueue in offset order."""
+        part = self._parts.get(key)
+        if part is None:
+            part = self._parts[key] = _OpPartition(key)
+        queue = part.queue
+        queue.append((ctx, item))
+        self._size += 1
+        if len(queue) == 1 and (self._active is None or self._active._part is not part):
+            self._push(part)
+
+    def next_batch(self) -> Quantum[K, T] | None:
+        """Close the open quantum, if any, and open one on the best operator-partition (``None`` if idle)."""
+        if self._active is not None:
+            self._active.close()
+        if self._mode == _STATIC:
+            heap = self._heap
+            part = None
+            while heap:
+                _, seq, candidate = heappop(heap)
+                if seq == candidate.seq:
+                    part = candidate
+                    break
+        elif self._mode == _MONOTONE:
+            part = self._pick_by_rekeying()
+        else:
+            part = self._pick_by_scan()
+        if part is None:
+            return None
+        part.seq = _NOT_READY
+        quantum = Quantum(self, part, self._now() if self._max_seconds is not None else 0.0)
+        self._active = quantum
+        return quantum
+
+    def discard(self, key: K) -> int:
+        """Drop an operator-partition and its queued records (its partition was revoked); returns how many.
+
+        Safe while the partition is being run: its quantum simply yields nothing more.
+        """
+        part = self._parts.pop(key, None)
+        if part is None:
+            return 0
+        dropped = len(part.queue)
+        part.queue.clear()
+        part.seq = _NOT_READY  # its heap entry, if any, is now stale
+        self._size -= dropped
+        return dropped
+
+    def _push(self, part: _OpPartition[K, T]) -> None:
+        seq = self._seq
+        self._seq = seq + 1
+        part.seq = seq
+        if self._mode != _SCAN:
+            heappush(self._heap, (self._priority(part.queue[0][0], self._now()), seq, part))
+
+    def _pick_by_rekeying(self) -> _OpPartition[K, T] | None:
+        now = self._now()
+        priority = self._priority
+        heap = self._heap
+        while heap:
+            stale_key, seq, part = heap[0]
+            if seq != part.seq:
+                heappop(heap)
+                continue
+            current = priority(part.queue[0][0], now)
+            # Stale: every other key is a lower bound of its own priority, so look at the top again.
+            if current > stale_key:  # type: ignore[operator]  # one policy's priorities are comparable
+                heapreplace(heap, (current, seq, part))
+                continue
+            heappop(heap)
+            return part
+        return None
+
+    def _pick_by_scan(self) -> _OpPartition[K, T] | None:
+        now = self._now()
+        priority = self._priority
+        best: _OpPartition[K, T] | None = None
+        best_key: tuple[Priority, int] | None = None
+        for part in self._parts.values():
+            seq = part.seq
+            if seq == _NOT_READY:
+                continue
+            sort_key = (priority(part.queue[0][0], now), seq)
+            if best_key is None or sort_key < best_key:
+                best, best_key = part, sort_key
+        return best
+
+    def _finish(self, quantum: Quantum[K, T]) -> None:
+        if self._active is quantum:
+            self._active = None
+        part = quantum._part
+        if part.queue and self._parts.get(part.key) is part:
+            self._push(part)
+
+    def __repr__(self) -> str:
+        return (
+            f"Scheduler(policy={self._policy!r}, buffered={self._size}, partitions={len(self._parts)}, "
+            f"active={self.active_key!r})"
+        )
+
+
+def drain(
+    scheduler: Scheduler[K, T],
+    run: Callable[[K, SchedulingContext, T], object],
+    *,
+    max_batches: int | None = None,
+) -> int:
+    """Run quanta until the scheduler is idle (or ``max_batches`` were run); return records run.
+
+    A minimal stand-in for the executor, for tests and tools; ``run`` may enqueue more records.
+    """
+    records = 0
+    batches = 0
+    while max_batches is None or batches < max_batches:
+        quantum = scheduler.next_batch()
+        if quantum is None:
+            break
+        batches += 1
+        key = quantum.key
+        for ctx, item in quantum:
+            run(key, ctx, item)
+            records += 1
+    return records
