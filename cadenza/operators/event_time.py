@@ -1,0 +1,393 @@
+"""Event time: watermarks across input partitions, and the in-memory core of windowed aggregation.
+
+Lateness has one rule everywhere: a window is *closed* once ``window end + allowed lateness <=
+watermark``. A closed window is emitted exactly once and then forgotten; a record that would land only
+in closed windows is reported late and dropped for them. For session windows the "window" a new
+record would open is judged by the record's own time (``t + allowed lateness <= watermark`` means
+late): that is what guarantees a record can never reopen a session that was already emitted.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from collections.abc import Callable, Hashable, Iterable, MutableMapping
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from cadenza.durations import parse_duration
+from cadenza.errors import ConfigError
+from cadenza.operators.aggregations import Aggregator
+from cadenza.operators.windows import (
+    Duration,
+    HoppingWindows,
+    SessionWindows,
+    SlidingWindows,
+    TumblingWindows,
+    Window,
+    WindowAssigner,
+)
+
+__all__ = ["Late", "StateStore", "WatermarkTracker", "WindowResult", "WindowedAggregation"]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+A = TypeVar("A")
+R = TypeVar("R")
+
+_NEG_INF = -math.inf
+
+
+def _seconds(value: Duration, what: str) -> float:
+    try:
+        return parse_duration(value, what=what)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+class _PartitionClock:
+    __slots__ = ("idle", "last_active", "max_event_time")
+
+    def __init__(self, now: float) -> None:
+        self.max_event_time = _NEG_INF
+        self.last_active = now
+        self.idle = False
+
+
+def _closing_order(result: WindowResult) -> tuple[float, float]:
+    return result.window.end, result.window.start
+
+
+class WatermarkTracker:
+    """The watermark of an operator reading several partitions.
+
+    Per partition, the watermark is the largest event time seen minus ``max_out_of_orderness``; the
+    operator's is the minimum over its partitions, because any one of them may still deliver records
+    that old. A partition that has not delivered anything yet therefore holds the watermark at ``-inf``
+    until it does, or until it is declared idle: by :meth:`mark_idle` (say, the fetcher saw it reach its
+    end offset) or by going ``idle_timeout`` seconds of physical time without a record. An idle
+    partition rejoins with its next record. The watermark never goes backwards, even when a partition
+    rejoins behind it; records that old are then late, which is the point of a watermark. When every
+    partition is idle, the watermark is the minimum over those that delivered anything: quiet inputs
+    neither hold it back nor push it beyond what was seen.
+    """
+
+    __slots__ = ("_clock", "_current", "_idle_timeout", "_max_ooo", "_partitions")
+
+    def __init__(
+        self,
+        partitions: Iterable[Hashable] = (),
+        *,
+        max_out_of_orderness: Duration = 0.0,
+        idle_timeout: Duration | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._max_ooo = _seconds(max_out_of_orderness, "max_out_of_orderness")
+        self._idle_timeout = None if idle_timeout is None else _seconds(idle_timeout, "idle_timeout")
+        self._clock = clock
+        self._current = _NEG_INF
+        now = clock()
+        self._partitions: dict[Hashable, _PartitionClock] = {p: _PartitionClock(now) for p in partitions}
+
+    @property
+    def partitions(self) -> list[Hashable]:
+        return list(self._partitions)
+
+    def add_partition(self, partition: Hashable) -> None:
+        """Start tracking a newly assigned partition (it holds the watermark back until it delivers)."""
+        if partition not in self._partitions:
+            self._partitions[partition] = _PartitionClock(self._clock())
+
+    def remove_partition(self, partition: Hashable) -> None:
+        """Stop tracking a revoked partition."""
+        self._partitions.pop(partition, None)
+
+    def observe(self, partition: Hashable, event_time: float) -> None:
+        """Account a record; partitions not seen before are added on the fly."""
+        clock = self._partitions.get(partition)
+        if clock is None:
+            clock = self._partitions[partition] = _PartitionClock(0.0)
+        clock.max_event_time = max(clock.max_event_time, event_time)
+        clock.idle = False
+        if self._idle_timeout is not None:
+            clock.last_active = self._clock()
+
+    def mark_idle(self, partition: Hashable) -> None:
+        """Let ``partition`` stop holding the watermark back until its next record."""
+        clock = self._partitions.get(partition)
+        if clock is not None:
+            clock.idle = True
+
+    def is_idle(self, partition: Hashable) -> bool:
+        clock = self._partitions[partition]
+        return clock.idle or self._timed_out(clock, self._now())
+
+    def _now(self) -> float:
+        return self._clock() if self._idle_timeout is not None else 0.0
+
+    def _timed_out(self, clock: _PartitionClock, now: float) -> bool:
+        timeout = self._idle_timeout
+        return timeout is not None and now - clock.last_active >= timeout
+
+    def watermark(self) -> float:
+        """The operator's current watermark (``-inf`` until every active partition has delivered)."""
+        now = self._now()
+        lowest = math.inf
+        lowest_delivered = math.inf  # used when every partition is idle
+        for clock in self._partitions.values():
+            if clock.idle or self._timed_out(clock, now):
+                if clock.max_event_time != _NEG_INF:
+                    lowest_delivered = min(lowest_delivered, clock.max_event_time)
+                continue
+            lowest = min(lowest, clock.max_event_time)
+        if lowest == math.inf:
+            lowest = lowest_delivered
+        if lowest != math.inf:
+            self._current = max(self._current, lowest - self._max_ooo)
+        return self._current
+
+    def is_late(self, window_end: float, allowed_lateness: float = 0.0) -> bool:
+        """Whether a window ending at ``window_end`` is closed: ``end + allowed_lateness <= watermark``.
+
+        For operators without windows, pass the record's event time.
+        """
+        return window_end + allowed_lateness <= self.watermark()
+
+
+class Late(NamedTuple):
+    """A record that missed ``window`` because that window had already closed."""
+
+    key: Any
+    event_time: float
+    window: Window
+
+
+class WindowResult(NamedTuple):
+    """One closed window's final result."""
+
+    key: Any
+    window: Window
+    result: Any
+
+
+#: Where window state lives: record key -> ``[windows, buffer]``, both lists of plain lists
+#: (``[start, end, accumulator]`` and, for sliding windows only, ``[event_time, value]``). Backed by a
+#: dict in memory or by a changelogged store; the aggregation always writes an entry back after
+#: changing it (never relies on mutating what ``__getitem__`` returned) and deletes empty ones.
+StateStore = MutableMapping[Any, Any]
+
+
+class WindowedAggregation(Generic[K, V, A, R]):
+    """Keyed window aggregation over event time, emitting each window once when it closes.
+
+    Feed records with :meth:`add` in offset order (per input partition) and call :meth:`advance` with
+    the operator's watermark; ``advance`` returns the windows that closed, in order of closing time.
+    State lives in ``state`` (see :data:`StateStore`); passing a restored store resumes where it was,
+    the closing-time index being rebuilt from it. The watermark itself is not stored: after a restore
+    it starts from ``-inf`` and is raised by the next ``advance``.
+    """
+
+    __slots__ = (
+        "_add",
+        "_agg",
+        "_assign",
+        "_gap",
+        "_heap",
+        "_lateness",
+        "_seq",
+        "_size",
+        "_state",
+        "_watermark",
+    )
+
+    def __init__(
+        self,
+        assigner: WindowAssigner,
+        aggregator: Aggregator[V, A, R],
+        allowed_lateness: Duration = 0.0,
+        state: StateStore | None = None,
+    ) -> None:
+        self._agg = aggregator
+        self._lateness = _seconds(allowed_lateness, "allowed_lateness")
+        self._state: StateStore = {} if state is None else state
+        self._watermark = _NEG_INF
+        self._heap: list[tuple[float, int, Any]] = []
+        self._seq = itertools.count()
+        self._size = 0.0
+        self._gap = 0.0
+        self._add: Callable[[Any, float, Any], list[Late]]
+        self._assign: Callable[[float], list[Window]] | None = None
+        if isinstance(assigner, TumblingWindows | HoppingWindows):
+            self._assign = assigner.assign
+            self._add = self._add_fixed
+        elif isinstance(assigner, SlidingWindows):
+            self._size = assigner.size
+            self._add = self._add_sliding
+        elif isinstance(assigner, SessionWindows):
+            self._gap = assigner.gap
+            self._add = self._add_session
+        else:
+            raise ConfigError(f"not a window assigner: {assigner!r}")
+        self._rebuild_index()
+
+    @property
+    def watermark(self) -> float:
+        return self._watermark
+
+    @property
+    def allowed_lateness(self) -> float:
+        return self._lateness
+
+    @property
+    def state(self) -> StateStore:
+        return self._state
+
+    def add(self, key: K, event_time: float, value: V) -> list[Late]:
+        """Aggregate one record; returns the windows it missed because they had closed (often none)."""
+        if event_time - event_time != 0.0:  # NaN or infinite: no window can hold it
+            raise ValueError(f"event time must be a finite number of seconds, got {event_time!r}")
+        return self._add(key, event_time, value)
+
+    def advance(self, watermark: float) -> list[WindowResult]:
+        """Raise the watermark; return every window that closed, each exactly once, by closing time."""
+        if watermark <= self._watermark:
+            return []
+        self._watermark = watermark
+        heap = self._heap
+        out: list[WindowResult] = []
+        while heap and heap[0][0] <= watermark:
+            key = heapq.heappop(heap)[2]
+            self._close(key, watermark, out)
+        if len(out) > 1:
+            # One key's entry closes all its due windows at once, so restore the global order here.
+            out.sort(key=_closing_order)
+        return out
+
+    # -- index of closing times ---------------------------------------------------------------------
+
+    def _push(self, close_time: float, key: Any) -> None:
+        # Entries may go stale (a session merged away, a window already emitted): popping one only
+        # triggers a look at the key's current windows, so stale entries cost a scan, never a result.
+        heapq.heappush(self._heap, (close_time, next(self._seq), key))
+
+    def _rebuild_index(self) -> None:
+        lateness = self._lateness
+        for key, (windows, buffer) in self._state.items():
+            for slot in windows:
+                self._push(slot[1] + lateness, key)
+            if buffer:
+                self._push(min(item[0] for item in buffer) + self._size + lateness, key)
+
+    def _close(self, key: Any, watermark: float, out: list[WindowResult]) -> None:
+        entry = self._state.get(key)
+        if entry is None:
+            return
+        windows, buffer = entry
+        lateness = self._lateness
+        keep: list[Any] = []
+        closed: list[Any] = []
+        for slot in windows:
+            (closed if slot[1] + lateness <= watermark else keep).append(slot)
+        if closed:
+            result = self._agg.result
+            out.extend(WindowResult(key, Window(slot[0], slot[1]), result(slot[2])) for slot in closed)
+        kept_buffer = buffer
+        if buffer:
+            # A buffered record at t can only matter to windows ending by t + size; once those are all
+            # closed it goes. Whatever stays gets a fresh index entry (always after this watermark).
+            horizon = watermark - self._size - lateness
+            kept_buffer = [item for item in buffer if item[0] > horizon]
+            if kept_buffer:
+                self._push(min(item[0] for item in kept_buffer) + self._size + lateness, key)
+        if not keep and not kept_buffer:
+            del self._state[key]
+        elif closed or len(kept_buffer) != len(buffer):
+            self._state[key] = [keep, kept_buffer]
+
+    # -- per-kind record paths ----------------------------------------------------------------------
+
+    def _add_fixed(self, key: Any, t: float, value: Any) -> list[Late]:
+        assign = self._assign
+        assert assign is not None
+        agg = self._agg
+        lateness = self._lateness
+        watermark = self._watermark
+        late: list[Late] = []
+        entry: list[Any] | None = None
+        for window in assign(t):
+            start, end = window
+            if end + lateness <= watermark:
+                late.append(Late(key, t, window))
+                continue
+            if entry is None:
+                entry = self._state.get(key) or [[], []]
+            for slot in entry[0]:
+                if slot[1] == end and slot[0] == start:
+                    slot[2] = agg.add(slot[2], value)
+                    break
+            else:
+                entry[0].append([start, end, agg.add(agg.init(), value)])
+                self._push(end + lateness, key)
+        if entry is not None:
+            self._state[key] = entry
+        return late
+
+    def _add_sliding(self, key: Any, t: float, value: Any) -> list[Late]:
+        size = self._size
+        lateness = self._lateness
+        watermark = self._watermark
+        own_late = t + lateness <= watermark
+        if t + size + lateness <= watermark:
+            # Every window that could hold t ends by t + size, and all of those are closed.
+            return [Late(key, t, Window(t - size, t))]
+        agg = self._agg
+        entry = self._state.get(key) or [[], []]
+        windows, buffer = entry
+        own_exists = False
+        for slot in windows:  # every window in state is open: closed ones are removed by advance
+            if slot[0] <= t <= slot[1]:
+                slot[2] = agg.add(slot[2], value)
+                if slot[1] == t:
+                    own_exists = True
+        if not buffer:
+            self._push(t + size + lateness, key)  # so the buffer gets pruned even if no window closes
+        buffer.append([t, value])
+        if not own_late and not own_exists:
+            start = t - size
+            acc = agg.init()
+            for item in buffer:
+                if start <= item[0] <= t:
+                    acc = agg.add(acc, item[1])
+            windows.append([start, t, acc])
+            self._push(t + lateness, key)
+        self._state[key] = entry
+        return [Late(key, t, Window(t - size, t))] if own_late else []
+
+    def _add_session(self, key: Any, t: float, value: Any) -> list[Late]:
+        gap = self._gap
+        lateness = self._lateness
+        if t + lateness <= self._watermark:
+            return [Late(key, t, Window(t, t + gap))]
+        agg = self._agg
+        entry = self._state.get(key) or [[], []]
+        start, end = t, t + gap
+        acc: Any = None
+        merged = 0
+        indexed_end = -math.inf  # latest end among merged sessions: the index already has an entry for it
+        keep: list[Any] = []
+        for slot in entry[0]:
+            if slot[0] <= end and t <= slot[1]:  # touches the record's own [t, t + gap)
+                merged += 1
+                start = min(start, slot[0])
+                indexed_end = max(indexed_end, slot[1])
+                acc = slot[2] if merged == 1 else agg.merge(acc, slot[2])
+            else:
+                keep.append(slot)
+        end = max(end, indexed_end)
+        acc = agg.add(agg.init() if merged == 0 else acc, value)
+        keep.append([start, end, acc])
+        self._state[key] = [keep, entry[1]]
+        if end != indexed_end:
+            self._push(end + lateness, key)
+        return []

@@ -1,0 +1,91 @@
+"""Aggregators: results, merge laws, and accumulators that survive a JSON changelog."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cadenza.errors import ConfigError
+from cadenza.operators import Aggregate, Aggregator, Count, Max, Mean, Min, Sum, aggregate
+
+VALUES = st.lists(st.integers(-1000, 1000), max_size=20)
+
+AGGREGATORS: dict[str, tuple[Aggregator[Any, Any, Any], Any]] = {
+    "count": (Count(), len),
+    "sum": (Sum(), sum),
+    "min": (Min(), lambda xs: min(xs) if xs else None),
+    "max": (Max(), lambda xs: max(xs) if xs else None),
+    "mean": (Mean(), lambda xs: sum(xs) / len(xs) if xs else None),
+    "values": (
+        aggregate(list, lambda acc, v: sorted([*acc, v]), lambda a, b: sorted(a + b), tuple),
+        lambda xs: tuple(sorted(xs)),
+    ),
+}
+
+
+def fold(agg: Aggregator[Any, Any, Any], values: list[int], through_json: bool = False) -> Any:
+    acc = agg.init()
+    for value in values:
+        acc = agg.add(acc, value)
+        if through_json:
+            acc = json.loads(json.dumps(acc))
+    return acc
+
+
+@pytest.mark.parametrize("name", sorted(AGGREGATORS))
+@given(values=VALUES)
+def test_result_equals_plain_computation(name: str, values: list[int]) -> None:
+    agg, plain = AGGREGATORS[name]
+    assert agg.result(fold(agg, values)) == plain(values)
+
+
+@pytest.mark.parametrize("name", sorted(AGGREGATORS))
+@given(left=VALUES, right=VALUES)
+def test_merge_of_parts_equals_fold_of_whole(name: str, left: list[int], right: list[int]) -> None:
+    agg, plain = AGGREGATORS[name]
+    merged = agg.merge(fold(agg, left), fold(agg, right))
+    assert agg.result(merged) == plain(left + right)
+
+
+@pytest.mark.parametrize("name", sorted(AGGREGATORS))
+@given(values=VALUES)
+def test_accumulators_survive_a_json_changelog(name: str, values: list[int]) -> None:
+    agg, plain = AGGREGATORS[name]
+    assert agg.result(fold(agg, values, through_json=True)) == plain(values)
+
+
+def test_extractors() -> None:
+    rows = [{"amount": 3.0}, {"amount": 5.0}]
+    assert Sum[dict[str, float]](of=lambda r: r["amount"]).result(fold_rows(Sum(of=amount), rows)) == 8.0
+    assert Mean(of=amount).result(fold_rows(Mean(of=amount), rows)) == 4.0
+    assert Min(of=amount).result(fold_rows(Min(of=amount), rows)) == 3.0
+    assert Max(of=amount).result(fold_rows(Max(of=amount), rows)) == 5.0
+
+
+def amount(row: dict[str, float]) -> float:
+    return row["amount"]
+
+
+def fold_rows(agg: Aggregator[dict[str, float], Any, Any], rows: list[dict[str, float]]) -> Any:
+    acc = agg.init()
+    for row in rows:
+        acc = agg.add(acc, row)
+    return acc
+
+
+def test_mean_accepts_a_tuple_accumulator() -> None:
+    assert Mean[float]().result(Mean[float]().add((4, 1), 6)) == 5
+
+
+def test_user_aggregate_without_result_returns_the_accumulator() -> None:
+    agg: Aggregate[int, int, int] = aggregate(lambda: 0, lambda acc, v: acc + v, lambda a, b: a + b)
+    assert agg.result(agg.add(agg.init(), 4)) == 4
+
+
+def test_user_aggregate_needs_an_init_function() -> None:
+    with pytest.raises(ConfigError, match="zero-argument"):
+        aggregate(0, lambda acc, v: acc + v, lambda a, b: a + b)  # type: ignore[arg-type]
