@@ -82,64 +82,58 @@ class Sum(Generic[V]):
         return acc
 
 
-class Min(Generic[V]):
+class _Extremum(Generic[V]):
+    """Min and Max share everything but the comparison; ``None`` stands for "no value yet"."""
+
+    __slots__ = ("_of",)
+
+    @overload
+    def __init__(self: _Extremum[Any], of: None = None) -> None: ...
+    @overload
+    def __init__(self, of: Callable[[V], Any]) -> None: ...
+    def __init__(self, of: Callable[[V], Any] | None = None) -> None:
+        self._of = of
+
+    @staticmethod
+    def _wins(candidate: Any, incumbent: Any) -> bool:
+        raise NotImplementedError
+
+    def init(self) -> Any:
+        return None
+
+    def add(self, acc: Any, value: V) -> Any:
+        item = self._of(value) if self._of is not None else value
+        return item if acc is None or self._wins(item, acc) else acc
+
+    def merge(self, a: Any, b: Any) -> Any:
+        if a is None:
+            return b
+        if b is None:
+            return a
+        return b if self._wins(b, a) else a
+
+    def result(self, acc: Any) -> Any:
+        return acc
+
+
+class Min(_Extremum[V]):
     """Smallest value (or ``of(value)``); ``None`` for a window that saw none."""
 
-    __slots__ = ("_of",)
+    __slots__ = ()
 
-    @overload
-    def __init__(self: Min[Any], of: None = None) -> None: ...
-    @overload
-    def __init__(self, of: Callable[[V], Any]) -> None: ...
-    def __init__(self, of: Callable[[V], Any] | None = None) -> None:
-        self._of = of
-
-    def init(self) -> Any:
-        return None
-
-    def add(self, acc: Any, value: V) -> Any:
-        item = self._of(value) if self._of is not None else value
-        return item if acc is None or item < acc else acc
-
-    def merge(self, a: Any, b: Any) -> Any:
-        if a is None:
-            return b
-        if b is None:
-            return a
-        return b if b < a else a
-
-    def result(self, acc: Any) -> Any:
-        return acc
+    @staticmethod
+    def _wins(candidate: Any, incumbent: Any) -> bool:
+        return bool(candidate < incumbent)
 
 
-class Max(Generic[V]):
+class Max(_Extremum[V]):
     """Largest value (or ``of(value)``); ``None`` for a window that saw none."""
 
-    __slots__ = ("_of",)
+    __slots__ = ()
 
-    @overload
-    def __init__(self: Max[Any], of: None = None) -> None: ...
-    @overload
-    def __init__(self, of: Callable[[V], Any]) -> None: ...
-    def __init__(self, of: Callable[[V], Any] | None = None) -> None:
-        self._of = of
-
-    def init(self) -> Any:
-        return None
-
-    def add(self, acc: Any, value: V) -> Any:
-        item = self._of(value) if self._of is not None else value
-        return item if acc is None or item > acc else acc
-
-    def merge(self, a: Any, b: Any) -> Any:
-        if a is None:
-            return b
-        if b is None:
-            return a
-        return b if b > a else a
-
-    def result(self, acc: Any) -> Any:
-        return acc
+    @staticmethod
+    def _wins(candidate: Any, incumbent: Any) -> bool:
+        return bool(candidate > incumbent)
 
 
 class Mean(Generic[V]):
