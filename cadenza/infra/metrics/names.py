@@ -1,0 +1,269 @@
+"""Every metric cadenza exports, declared once: name, kind, labels, buckets and meaning.
+
+Dashboards, alerts and the Spark stats job are written against these names, so they live in one
+module (as Sentry's Arroyo does with its metric definitions) instead of as string literals next to
+each ``inc()``: a rename is one diff here, and a test checks that the docs list every one of them.
+
+Conventions (Prometheus'): names are ``cadenza_<what>``; durations are seconds (``_seconds``);
+counter names are given without the ``_total`` suffix, which the exposition adds. Labels:
+
+- ``tenant``, ``pipeline``, ``operator``: the operator a record ran at (or was handed to). These three
+  are the key of every per-record series, so one set of pre-bound series per operator serves them all.
+- ``reason``: why something was dropped or refused, from a small fixed set named in each docstring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = [
+    "ALL_METRICS",
+    "BUFFERED_RECORDS",
+    "CONTEXT_HEADERS_GARBLED",
+    "CONTEXT_HEADERS_MISSING",
+    "DEADLINES_MET",
+    "DEADLINES_MISSED",
+    "E2E_LATENCY",
+    "FEEDBACK_APPLIED",
+    "FEEDBACK_REJECTED",
+    "FEEDBACK_SUPERSEDED",
+    "LATENCY_BUCKETS",
+    "OPERATOR_LABELS",
+    "PAUSED_PARTITIONS",
+    "QUEUE_WAIT",
+    "RECORDS_CONSUMED",
+    "RECORDS_DEAD_LETTERED",
+    "RECORDS_LATE",
+    "RECORDS_PROCESSED",
+    "RECORDS_PRODUCED",
+    "RUN_TIME",
+    "SPANS_DROPPED",
+    "SPANS_PRODUCED",
+    "MetricDef",
+    "MetricKind",
+]
+
+
+class MetricKind(StrEnum):
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricDef:
+    """One exported metric. ``help`` is the one-line HELP text scrapers show."""
+
+    name: str
+    kind: MetricKind
+    help: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
+    """Upper bounds of a histogram's buckets, ascending; ``+Inf`` is implied."""
+
+    @property
+    def sample_name(self) -> str:
+        """The name as it appears in the exposition (counters gain ``_total``)."""
+        return f"{self.name}_total" if self.kind is MetricKind.COUNTER else self.name
+
+
+OPERATOR_LABELS: tuple[str, str, str] = ("tenant", "pipeline", "operator")
+"""The label set of every per-record series."""
+
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+)
+"""From 50 us (a cheap Python operator) to 5 minutes (a bulk tenant's lag): one set for run time,
+queue wait and end-to-end latency, so the three can be compared bucket by bucket on one dashboard."""
+
+_C = MetricKind.COUNTER
+_G = MetricKind.GAUGE
+_H = MetricKind.HISTOGRAM
+_TPO = OPERATOR_LABELS
+
+# -- records ---------------------------------------------------------------------------------------
+
+RECORDS_CONSUMED = MetricDef(
+    "cadenza_records_consumed", _C, "Records fetched from Kafka and handed to an operator.", _TPO
+)
+"""Counted at the operator a fetched record is first handed to (a pipeline's source or the reader of
+a repartition topic). Against ``RECORDS_PROCESSED`` of the same operator it shows the backlog."""
+
+RECORDS_PROCESSED = MetricDef(
+    "cadenza_records_processed", _C, "Records an operator ran (one per execution).", _TPO
+)
+"""One per operator execution of a record: the throughput per operator, and the count behind the
+``RUN_TIME`` and ``QUEUE_WAIT`` histograms."""
+
+RECORDS_PRODUCED = MetricDef(
+    "cadenza_records_produced", _C, "Records written to sink and repartition topics.", _TPO
+)
+"""Labelled with the operator that emitted them. Dead-letter, late, changelog and metrics records are
+not counted here: they are not results."""
+
+RECORDS_DEAD_LETTERED = MetricDef(
+    "cadenza_records_dead_lettered",
+    _C,
+    "Records sent to a dead-letter topic instead of being processed.",
+    (*_TPO, "reason"),
+)
+"""``reason``: ``decode`` (the value did not decode or validate) or ``function`` (a user function
+raised). Dead letters are committed like any record, so only this counter says they happened."""
+
+RECORDS_LATE = MetricDef(
+    "cadenza_records_late",
+    _C,
+    "Records that arrived after their window closed (sent to the late topic).",
+    _TPO,
+)
+"""One per (record, window it missed). A rising rate means the allowed lateness is too small for the
+sources' disorder."""
+
+CONTEXT_HEADERS_MISSING = MetricDef(
+    "cadenza_context_headers_missing",
+    _C,
+    "Records without a cadenza-ctx header, given a fresh scheduling context.",
+    _TPO,
+)
+"""Normal for records read straight from a source topic; on a repartition topic it means a producer
+outside cadenza writes to it, and those records lose their original deadline."""
+
+CONTEXT_HEADERS_GARBLED = MetricDef(
+    "cadenza_context_headers_garbled",
+    _C,
+    "Records whose cadenza-ctx header did not decode, given a fresh scheduling context.",
+    _TPO,
+)
+"""Never normal: some producer writes bad headers (or a newer layout version this worker cannot
+read). The record still runs, with a deadline counted from now."""
+
+# -- deadlines and latency -------------------------------------------------------------------------
+
+DEADLINES_MET = MetricDef(
+    "cadenza_deadlines_met", _C, "Sink results emitted by their deadline t_F + L.", _TPO
+)
+"""Counted at sink operators only. With ``DEADLINES_MISSED`` it gives the deadline-met ratio per
+tenant, the headline number of benchmark S1."""
+
+DEADLINES_MISSED = MetricDef(
+    "cadenza_deadlines_missed", _C, "Sink results emitted after their deadline t_F + L.", _TPO
+)
+"""Counted at sink operators only; see ``DEADLINES_MET``."""
+
+QUEUE_WAIT = MetricDef(
+    "cadenza_queue_wait_seconds",
+    _H,
+    "Seconds a record waited in its operator-partition queue before it ran.",
+    _TPO,
+    LATENCY_BUCKETS,
+)
+"""What the scheduler controls: a policy that orders well keeps this low for tight-deadline tenants
+and lets it grow for loose ones."""
+
+RUN_TIME = MetricDef(
+    "cadenza_run_time_seconds", _H, "Seconds an operator spent on one record.", _TPO, LATENCY_BUCKETS
+)
+"""The per-record cost the cost model estimates; its distribution shows whether the mean the model
+uses is representative."""
+
+E2E_LATENCY = MetricDef(
+    "cadenza_e2e_latency_seconds",
+    _H,
+    "Seconds from t_F to the emission of a sink result.",
+    _TPO,
+    LATENCY_BUCKETS,
+)
+"""Observed at sink operators only: result emitted minus ``t_F`` (the arrival of the input it depends
+on, or the window's expected close), the latency a pipeline's target ``L`` bounds."""
+
+# -- worker state ----------------------------------------------------------------------------------
+
+BUFFERED_RECORDS = MetricDef(
+    "cadenza_buffered_records", _G, "Records fetched and waiting in the worker's buffer."
+)
+"""Bounded by the fetcher; near the bound the fullest partitions are paused (``PAUSED_PARTITIONS``)."""
+
+PAUSED_PARTITIONS = MetricDef(
+    "cadenza_paused_partitions", _G, "Partitions the fetcher paused because the buffer is full."
+)
+"""Non-zero means the worker is saturated: input arrives faster than it runs it."""
+
+# -- feedback --------------------------------------------------------------------------------------
+
+FEEDBACK_APPLIED = MetricDef(
+    "cadenza_feedback_applied", _C, "Feedback statistics applied to the cost model.", _TPO
+)
+"""One per statistics record folded into an operator's cost estimate. Flat while the stats job runs
+means the feedback loop is broken and estimates come from this worker's own measurements only."""
+
+FEEDBACK_REJECTED = MetricDef(
+    "cadenza_feedback_rejected", _C, "Feedback records skipped as unusable.", ("reason",)
+)
+"""``reason``: ``malformed`` (not a valid record of ``feedback.avsc``), ``invalid`` (decoded, but the
+statistic or count cannot be used: negative, not finite, zero records) or ``outdated`` (a window
+that is not newer than one already seen for the same operator)."""
+
+FEEDBACK_SUPERSEDED = MetricDef(
+    "cadenza_feedback_superseded",
+    _C,
+    "Feedback records replaced by newer statistics before the executor applied them.",
+)
+"""Not an error: only the newest statistics per operator are kept for the executor, so a backlog of
+feedback costs one update per operator instead of one per record."""
+
+# -- spans -----------------------------------------------------------------------------------------
+
+SPANS_PRODUCED = MetricDef("cadenza_spans_produced", _C, "Spans acknowledged by the metrics topic.")
+"""Sampled spans that reached Kafka; with the sampling ratio it tells how many executions they stand
+for."""
+
+SPANS_DROPPED = MetricDef(
+    "cadenza_spans_dropped", _C, "Sampled spans that were dropped instead of produced.", ("reason",)
+)
+"""``reason``: ``buffer_full`` (the emitter's bounded buffer was full: the sender or the metrics topic
+could not keep up, and the worker is never made to wait for it), ``producer_full`` (the producer's
+own queue refused the record), ``encode`` (a span field could not be encoded) or ``delivery`` (Kafka
+did not acknowledge it). Sampled-out spans are not drops."""
+
+ALL_METRICS: tuple[MetricDef, ...] = (
+    RECORDS_CONSUMED,
+    RECORDS_PROCESSED,
+    RECORDS_PRODUCED,
+    RECORDS_DEAD_LETTERED,
+    RECORDS_LATE,
+    CONTEXT_HEADERS_MISSING,
+    CONTEXT_HEADERS_GARBLED,
+    DEADLINES_MET,
+    DEADLINES_MISSED,
+    QUEUE_WAIT,
+    RUN_TIME,
+    E2E_LATENCY,
+    BUFFERED_RECORDS,
+    PAUSED_PARTITIONS,
+    FEEDBACK_APPLIED,
+    FEEDBACK_REJECTED,
+    FEEDBACK_SUPERSEDED,
+    SPANS_PRODUCED,
+    SPANS_DROPPED,
+)
+"""Every metric above, in the order the docs list them."""
