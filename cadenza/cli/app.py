@@ -11,6 +11,7 @@ from cadenza.cli.broker import broker_app
 from cadenza.cli.console import console, setup_logging
 from cadenza.cli.demo import demo
 from cadenza.cli.describe import describe_command
+from cadenza.cli.worker import worker_command
 
 app = typer.Typer(
     name="cadenza",
@@ -21,6 +22,7 @@ app = typer.Typer(
 app.add_typer(broker_app, name="broker")
 app.command("demo")(demo)
 app.command("describe")(describe_command)
+app.command("worker")(worker_command)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,38 @@
+"""Operator state: per-partition stores backed by compacted changelog topics.
+
+``store`` holds the state, ``changelog`` says what is written and how it is replayed, ``serde`` turns
+keys and values into bytes, ``restore`` reads changelog partitions back from the broker.
+"""
+
+from cadenza.state.changelog import ChangelogReplay, ChangelogView, ChangelogWrite
+from cadenza.state.restore import restore_changelogs
+from cadenza.state.serde import (
+    POSITION_KEY,
+    Position,
+    StateDecodeError,
+    decode_key,
+    decode_position,
+    decode_value,
+    encode_key,
+    encode_position,
+    encode_value,
+)
+from cadenza.state.store import InMemoryStateStore, StateStore
+
+__all__ = [
+    "POSITION_KEY",
+    "ChangelogReplay",
+    "ChangelogView",
+    "ChangelogWrite",
+    "InMemoryStateStore",
+    "Position",
+    "StateDecodeError",
+    "StateStore",
+    "decode_key",
+    "decode_position",
+    "decode_value",
+    "encode_key",
+    "encode_position",
+    "encode_value",
+    "restore_changelogs",
+]

@@ -1,0 +1,22 @@
+"""The worker runtime: runs compiled pipelines against Kafka (``cadenza worker``).
+
+``topology`` splits pipelines at repartition points and ``task`` builds each part's operators;
+``decode``, ``operators`` and ``output`` are the decode, run and produce stages, ``commits`` the
+commit stage; ``restoring`` brings window state back on assignment; ``runtime`` drives it all.
+``wire`` and ``dead_letter`` say what the worker writes where.
+"""
+
+from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.runtime import Worker
+from cadenza.worker.topology import SubTopology, UnsupportedStepError, check_supported, split
+from cadenza.worker.unit import Unit
+
+__all__ = [
+    "SubTopology",
+    "Unit",
+    "UnsupportedStepError",
+    "Worker",
+    "WorkerCounters",
+    "check_supported",
+    "split",
+]

@@ -1,0 +1,155 @@
+"""Records the worker cannot or will not process: dead letters and late records.
+
+A dead letter is the consumed record itself (its key, value and headers unchanged, so it can be
+inspected and replayed) plus headers saying what went wrong and where it came from:
+
+- ``cadenza-error``, ``cadenza-error-type``: the message and class of the failure (the names defined
+  in :mod:`cadenza.schemas.errors`);
+- ``cadenza-source-topic``, ``cadenza-source-partition``, ``cadenza-source-offset``: the consumed
+  record's coordinates (the repartition topic, for steps after a ``key_by``);
+- ``cadenza-operator``: the step that failed (the source step for a value that would not decode).
+
+A late record goes to the pipeline's late topic once per window it missed: key as a sink writes it,
+value the record's value as JSON (unknown types as their ``str``), and headers with the operator, the
+window, the record's event time and the watermark it was late for, plus the coordinates above.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic_core
+from confluent_kafka import Message
+
+from cadenza.operators import Late
+from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
+from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.output import OutHeaders, Output
+from cadenza.worker.unit import Unit
+from cadenza.worker.wire import encode_sink_key
+
+__all__ = [
+    "EVENT_TIME_VALUE_HEADER",
+    "OPERATOR_HEADER",
+    "SOURCE_OFFSET_HEADER",
+    "SOURCE_PARTITION_HEADER",
+    "SOURCE_TOPIC_HEADER",
+    "WATERMARK_HEADER",
+    "WINDOW_END_HEADER",
+    "WINDOW_START_HEADER",
+    "DeadLetters",
+]
+
+SOURCE_TOPIC_HEADER = "cadenza-source-topic"
+SOURCE_PARTITION_HEADER = "cadenza-source-partition"
+SOURCE_OFFSET_HEADER = "cadenza-source-offset"
+OPERATOR_HEADER = "cadenza-operator"
+WINDOW_START_HEADER = "cadenza-window-start"
+WINDOW_END_HEADER = "cadenza-window-end"
+EVENT_TIME_VALUE_HEADER = "cadenza-late-event-time"
+WATERMARK_HEADER = "cadenza-watermark"
+
+_MAX_MESSAGE = 2000
+
+
+def _truncate(message: str) -> bytes:
+    if len(message) > _MAX_MESSAGE:
+        message = message[: _MAX_MESSAGE - 3] + "..."
+    return message.encode("utf-8", "replace")
+
+
+def _coordinates(topic: str, partition: int, offset: int) -> OutHeaders:
+    return [
+        (SOURCE_TOPIC_HEADER, topic.encode()),
+        (SOURCE_PARTITION_HEADER, str(partition).encode()),
+        (SOURCE_OFFSET_HEADER, str(offset).encode()),
+    ]
+
+
+def _original_headers(message: Message) -> OutHeaders:
+    original = message.headers()
+    if not original:
+        return []
+    pairs = original.items() if isinstance(original, dict) else original
+    return list(pairs)
+
+
+class DeadLetters:
+    """The dead-letter and late topics of one pipeline."""
+
+    __slots__ = ("_counters", "_output", "dead_letter_topic", "late_topic")
+
+    def __init__(
+        self, dead_letter_topic: str, late_topic: str, output: Output, counters: WorkerCounters
+    ) -> None:
+        self.dead_letter_topic = dead_letter_topic
+        self.late_topic = late_topic
+        self._output = output
+        self._counters = counters
+
+    def decode_failed(
+        self,
+        message: Message,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        node_id: str,
+        error: str,
+        error_type: str,
+    ) -> None:
+        """A consumed value (or key) that could not be decoded or validated."""
+        self._send(message, topic, partition, offset, node_id=node_id, error=error, error_type=error_type)
+        self._counters.dead_letter_decode += 1
+
+    def function_failed(self, unit: Unit, node_id: str, exc: BaseException) -> None:
+        """A user function (or the encoding of what it returned) raised on ``unit``."""
+        self._send(
+            unit.message,
+            unit.topic,
+            unit.partition,
+            unit.offset,
+            node_id=node_id,
+            error=f"{type(exc).__name__}: {exc}",
+            error_type=getattr(exc, "error_type", None) or type(exc).__name__,
+        )
+        self._counters.dead_letter_function += 1
+
+    def _send(
+        self,
+        message: Message,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        node_id: str,
+        error: str,
+        error_type: str,
+    ) -> None:
+        headers = _original_headers(message)
+        headers.append((ERROR_HEADER, _truncate(error)))
+        headers.append((ERROR_TYPE_HEADER, error_type.encode("utf-8", "replace")))
+        headers.extend(_coordinates(topic, partition, offset))
+        headers.append((OPERATOR_HEADER, node_id.encode()))
+        self._output.produce(self.dead_letter_topic, message.value(), message.key(), headers)
+
+    def late(self, unit: Unit, node_id: str, late: Late, value: Any, watermark: float) -> None:
+        """``value`` (keyed ``late.key``) arrived after ``late.window`` had closed."""
+        try:
+            key = encode_sink_key(late.key)
+        except Exception:
+            key = None
+        try:
+            payload = pydantic_core.to_json(
+                value, serialize_unknown=True, bytes_mode="base64", inf_nan_mode="null"
+            )
+        except Exception:  # a value JSON cannot hold even with fallbacks (a cycle, say)
+            payload = repr(value).encode("utf-8", "replace")
+        headers = _coordinates(unit.topic, unit.partition, unit.offset)
+        headers.append((OPERATOR_HEADER, node_id.encode()))
+        headers.append((WINDOW_START_HEADER, repr(late.window.start).encode()))
+        headers.append((WINDOW_END_HEADER, repr(late.window.end).encode()))
+        headers.append((EVENT_TIME_VALUE_HEADER, repr(late.event_time).encode()))
+        headers.append((WATERMARK_HEADER, repr(watermark).encode()))
+        self._output.produce(self.late_topic, payload, key, headers)
+        self._counters.late += 1

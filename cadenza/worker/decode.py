@@ -1,0 +1,195 @@
+"""The decode stage: a consumed Kafka record becomes a :class:`~cadenza.worker.unit.Unit`, or a dead letter.
+
+Source topics are decoded with the source's declared value format and model (and key type, when the
+source is keyed); event time comes from the declared field or function, or from the Kafka record
+timestamp, and is computed only when a window downstream needs it. Repartition topics carry what a
+``key_by`` upstream wrote (see :mod:`cadenza.worker.wire`).
+
+Anything about the record that cannot be read (bytes, schema, validation, key, event time) sends it
+to the pipeline's dead-letter topic, and the decoder returns ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from confluent_kafka import Message
+from pydantic import BaseModel
+
+from cadenza.errors import ConfigError
+from cadenza.infra.kafka.headers import get_header
+from cadenza.pipelines import NodeSpec
+from cadenza.pipelines.graph import NodeFunctions
+from cadenza.schemas import DecodeError, Headers, ValueCodec, codec_for
+from cadenza.state import decode_key
+from cadenza.worker.dead_letter import DeadLetters
+from cadenza.worker.unit import Unit
+from cadenza.worker.wire import ORIGIN_HEADER, decode_record_value, unpack_origin
+
+__all__ = ["Decoder", "RepartitionDecoder", "SourceDecoder", "event_time_seconds"]
+
+KeyDecoder = Callable[[bytes | None], Any]
+
+
+def event_time_seconds(raw: Any) -> float:
+    """An event time as float seconds since the epoch: numbers are taken as seconds, datetimes converted.
+
+    Rejects what cannot be a time (booleans, strings, NaN) so a bad field dead-letters the record
+    instead of corrupting a watermark.
+    """
+    if isinstance(raw, bool):
+        raise TypeError(f"event time must be seconds or a datetime, got {raw!r}")
+    if isinstance(raw, int | float):
+        seconds = float(raw)
+    elif isinstance(raw, datetime):
+        seconds = raw.timestamp()
+    else:
+        raise TypeError(f"event time must be seconds or a datetime, got {type(raw).__name__} {raw!r}")
+    if seconds - seconds != 0.0:
+        raise ValueError(f"event time must be finite, got {raw!r}")
+    return seconds
+
+
+class Decoder:
+    """Common to both decoders: who the units are for and where failures go."""
+
+    __slots__ = ("dead", "entry", "needs_event_time", "pipeline")
+
+    def __init__(self, pipeline: str, entry: str, dead: DeadLetters, *, needs_event_time: bool) -> None:
+        self.pipeline = pipeline
+        self.entry = entry
+        self.dead = dead
+        self.needs_event_time = needs_event_time
+
+    def decode(self, message: Message, topic: str, partition: int, offset: int) -> Unit | None:
+        raise NotImplementedError
+
+    def _failed(self, message: Message, topic: str, partition: int, offset: int, exc: Exception) -> None:
+        error_type = exc.error_type if isinstance(exc, DecodeError) else type(exc).__name__
+        self.dead.decode_failed(
+            message, topic, partition, offset, node_id=self.entry, error=str(exc), error_type=error_type
+        )
+
+
+def _key_decoder(key_model: type[BaseModel] | type[str] | type[bytes] | None) -> KeyDecoder | None:
+    if key_model is None or key_model is bytes:
+        return None  # the raw key bytes are the key
+    if key_model is str:
+        return _str_key
+    model = key_model
+
+    def model_key(raw: bytes | None) -> Any:
+        if raw is None:
+            raise DecodeError(
+                f"record has no key; the source declares key={model.__name__}", error_type="NoKey"
+            )
+        try:
+            return model.model_validate_json(raw)  # type: ignore[union-attr]
+        except Exception as exc:
+            raise DecodeError(f"invalid key {model.__name__}: {exc}", error_type=type(exc).__name__) from exc
+
+    return model_key
+
+
+def _str_key(raw: bytes | None) -> str:
+    if raw is None:
+        raise DecodeError("record has no key; the source declares key=str", error_type="NoKey")
+    try:
+        return raw.decode()
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"key is not UTF-8: {exc}", error_type="UnicodeDecodeError") from exc
+
+
+def _header_list(message: Message) -> Headers | None:
+    headers = message.headers()
+    return list(headers.items()) if isinstance(headers, dict) else headers
+
+
+class SourceDecoder(Decoder):
+    """Decodes with the source's codec; JSON values of a model take a shortcut (see ``fast``)."""
+
+    __slots__ = ("codec", "fast", "key_decoder", "timestamp", "with_headers")
+
+    def __init__(
+        self,
+        pipeline: str,
+        node: NodeSpec,
+        functions: NodeFunctions,
+        dead: DeadLetters,
+        *,
+        needs_event_time: bool,
+    ) -> None:
+        super().__init__(pipeline, node.id, dead, needs_event_time=needs_event_time)
+        value_format = str(node.parameters["format"])
+        if value_format == "avro" and functions.value_model is None:
+            raise ConfigError(
+                f"pipeline {pipeline!r}, step {node.id!r}: an Avro source needs value=Model to read with"
+            )
+        self.codec: ValueCodec[Any] = codec_for(
+            "avro" if value_format == "avro" else "json", functions.value_model
+        )
+        # Only Avro reads headers (the schema fingerprint); JSON decoding skips building the header list.
+        self.with_headers = value_format == "avro"
+        # JSON into a model is the common case: call pydantic's validator directly, saving the codec's two
+        # Python-level calls per record. On failure the codec decodes again, so a bad record gets exactly
+        # the codec's DecodeError (and a record only the codec accepts is still accepted).
+        model = functions.value_model
+        self.fast: Callable[[bytes], Any] | None = (
+            model.__pydantic_validator__.validate_json
+            if value_format == "json" and model is not None
+            else None
+        )
+        self.key_decoder = _key_decoder(functions.key_model)
+        self.timestamp = functions.timestamp
+
+    def decode(self, message: Message, topic: str, partition: int, offset: int) -> Unit | None:
+        raw = message.value()
+        try:
+            if raw is None:
+                raise DecodeError("record has no value (a tombstone)", error_type="NoValue")
+            fast = self.fast
+            if fast is not None:
+                try:
+                    value = fast(raw)
+                except Exception:
+                    value = self.codec.decode(raw)
+            elif self.with_headers:
+                value = self.codec.decode(raw, _header_list(message))
+            else:
+                value = self.codec.decode(raw)
+            key_decoder = self.key_decoder
+            key = message.key() if key_decoder is None else key_decoder(message.key())
+            event_time = 0.0
+            if self.needs_event_time:
+                timestamp = self.timestamp
+                if timestamp is None:
+                    event_time = message.timestamp()[1] / 1000.0
+                else:
+                    event_time = event_time_seconds(timestamp(value))
+        except Exception as exc:
+            self._failed(message, topic, partition, offset, exc)
+            return None
+        return Unit(self.pipeline, self.entry, topic, partition, offset, key, value, event_time, message)
+
+
+class RepartitionDecoder(Decoder):
+    def decode(self, message: Message, topic: str, partition: int, offset: int) -> Unit | None:
+        raw = message.value()
+        try:
+            if raw is None:
+                raise DecodeError("repartition record has no value", error_type="NoValue")
+            value = decode_record_value(raw)
+            raw_key = message.key()
+            key = None if raw_key is None else decode_key(raw_key)
+            packed = get_header(message.headers(), ORIGIN_HEADER)
+            if packed is None:
+                raise DecodeError(f"repartition record has no {ORIGIN_HEADER} header", error_type="NoOrigin")
+            origin = unpack_origin(packed)
+        except Exception as exc:
+            self._failed(message, topic, partition, offset, exc)
+            return None
+        unit = Unit(self.pipeline, self.entry, topic, partition, offset, key, value, origin[3], message)
+        unit.origin = origin
+        return unit

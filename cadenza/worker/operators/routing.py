@@ -1,0 +1,141 @@
+"""Steps that write to Kafka: key_by (to its repartition topic) and sink."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from cadenza.operators import Window
+from cadenza.pipelines.graph import TopicFormat
+from cadenza.schemas import EncodeError, ValueCodec, codec_for
+from cadenza.state import encode_key
+from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.dead_letter import DeadLetters
+from cadenza.worker.operators.base import Operator
+from cadenza.worker.output import OutHeaders, Output
+from cadenza.worker.unit import Unit
+from cadenza.worker.wire import (
+    ORIGIN_HEADER,
+    encode_record_value,
+    encode_sink_key,
+    encode_window_result,
+    pack_origin,
+)
+
+__all__ = ["KeyByOp", "SinkOp"]
+
+
+class KeyByOp(Operator):
+    """Re-keys a record and writes it to the repartition topic, where the next sub-topology reads it.
+
+    Each record carries its origin (see :mod:`cadenza.worker.wire`); ``seq`` numbers the records one
+    unit produces here (a flat_map or a window upstream may produce several). A window on the input
+    is dropped here: after re-keying, the record is grouped anew.
+    """
+
+    __slots__ = ("_last", "_seq", "counters", "dead", "fn", "output", "topic")
+
+    def __init__(
+        self,
+        node_id: str,
+        fn: Callable[[Any], Any],
+        topic: str,
+        *,
+        output: Output,
+        dead: DeadLetters,
+        counters: WorkerCounters,
+    ) -> None:
+        super().__init__(node_id)
+        self.fn = fn
+        self.topic = topic
+        self.output = output
+        self.dead = dead
+        self.counters = counters
+        self._last: Unit | None = None
+        self._seq = 0
+
+    def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
+        try:
+            new_key = self.fn(value)
+            key_bytes = encode_key(new_key)
+            value_bytes = encode_record_value(value)
+        except Exception as exc:
+            self.dead.function_failed(unit, self.node_id, exc)
+            return
+        if unit is self._last:
+            self._seq += 1
+        else:
+            self._last = unit
+            self._seq = 0
+        headers: OutHeaders = [
+            (ORIGIN_HEADER, pack_origin(unit.partition, unit.offset, self._seq, event_time))
+        ]
+        self.output.produce(self.topic, value_bytes, key_bytes, headers)
+        self.counters.produced += 1
+
+
+class SinkOp(Operator):
+    """Encodes with the sink's format and produces; window results become the JSON envelope
+    described in :mod:`cadenza.worker.wire`."""
+
+    __slots__ = ("_avro", "_produce", "codec", "counters", "dead", "format", "headers", "output", "topic")
+
+    def __init__(
+        self,
+        node_id: str,
+        topic: str,
+        format: TopicFormat,
+        *,
+        output: Output,
+        dead: DeadLetters,
+        counters: WorkerCounters,
+    ) -> None:
+        super().__init__(node_id)
+        self.topic = topic
+        self.format = format
+        self.output = output
+        self.dead = dead
+        self.counters = counters
+        # JSON encodes any value (models, dicts, numbers) without a model; Avro needs the value's model,
+        # known only from the first record of each type, so its codecs are made on first use.
+        self.codec: ValueCodec[Any] | None = codec_for("json") if format == "json" else None
+        self._avro: dict[type, tuple[ValueCodec[Any], OutHeaders | None]] = {}
+        self.headers: OutHeaders | None = None
+        self._produce = output.producer.produce
+
+    def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
+        codec = self.codec
+        headers = self.headers
+        try:
+            key_bytes = None if key is None else encode_sink_key(key)
+            if window is not None:
+                value_bytes = encode_window_result(key, window, value)
+            elif codec is not None:
+                value_bytes = codec.encode(value)
+            else:
+                avro, headers = self._avro_codec(value)
+                value_bytes = avro.encode(value)
+        except Exception as exc:
+            self.dead.function_failed(unit, self.node_id, exc)
+            return
+        try:
+            self._produce(self.topic, value_bytes, key_bytes, -1, headers=headers)
+        except BufferError:
+            self.output.produce(self.topic, value_bytes, key_bytes, headers)
+        self.counters.produced += 1
+
+    def _avro_codec(self, value: Any) -> tuple[ValueCodec[Any], OutHeaders | None]:
+        kind = type(value)
+        found = self._avro.get(kind)
+        if found is None:
+            if not issubclass(kind, BaseModel):
+                raise EncodeError(
+                    f"sink {self.topic!r} is Avro, which needs a pydantic model value; got {kind.__name__}",
+                    error_type="TypeError",
+                )
+            codec = codec_for("avro", kind)
+            codec_headers: OutHeaders = list(codec.headers())
+            found = self._avro[kind] = (codec, codec_headers or None)
+        return found

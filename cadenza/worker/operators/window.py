@@ -1,0 +1,271 @@
+"""The window aggregate step: keyed windows over event time, per input partition, changelogged.
+
+Each input partition of the step is one operator-partition with its own
+:class:`~cadenza.operators.WindowedAggregation` (state in a :class:`~cadenza.state.ChangelogView`
+of the step's store) and its own :class:`~cadenza.operators.WatermarkTracker` (with the source's
+``max_out_of_orderness``). Per record: add it (records that miss closed windows go to the late topic),
+raise the watermark, emit what closed.
+
+The tracker's inputs are where event time comes from. Read from a source partition, that is the one
+partition. Read from a repartition topic, it is each *upstream* partition (named by the record's
+origin header): records of several source partitions interleave in a repartition partition, and one
+source partition running ahead (a consumer fetches partitions in chunks) would otherwise push the
+watermark past records the others have not delivered yet, making them late. So the watermark is the
+minimum over the upstream partitions seen, and one that stays silent for ``idle_timeout`` seconds
+stops holding it back.
+
+At the end of each batch the worker calls :meth:`WindowOp.changelog_writes`: the changed keys of each
+partition touched, then its position (next input offset, largest event time). On assignment
+:meth:`WindowOp.restore` loads that back; input below the restored position is skipped because the
+state already holds it (see :mod:`cadenza.state.changelog`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from cadenza.operators import (
+    Aggregate,
+    HoppingWindows,
+    SessionWindows,
+    SlidingWindows,
+    TumblingWindows,
+    WatermarkTracker,
+    Window,
+    WindowedAggregation,
+    WindowResult,
+)
+from cadenza.pipelines import Hopping, Session, Sliding, Tumbling
+from cadenza.pipelines.graph import NodeFunctions
+from cadenza.state import ChangelogView, ChangelogWrite, InMemoryStateStore, Position, StateStore
+from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.dead_letter import DeadLetters
+from cadenza.worker.operators.base import Operator
+from cadenza.worker.unit import Unit
+from cadenza.worker.wire import result_event_time
+
+__all__ = ["WindowOp", "aggregator_of", "assigner_of"]
+
+_NEG_INF = -math.inf
+
+
+def assigner_of(
+    spec: Tumbling | Hopping | Sliding | Session,
+) -> TumblingWindows | HoppingWindows | SlidingWindows | SessionWindows:
+    if isinstance(spec, Tumbling):
+        return TumblingWindows(spec.size_s)
+    if isinstance(spec, Hopping):
+        return HoppingWindows(spec.size_s, spec.hop_s)
+    if isinstance(spec, Sliding):
+        return SlidingWindows(spec.size_s)
+    return SessionWindows(spec.gap_s)
+
+
+def _no_merge(a: Any, b: Any) -> Any:
+    raise TypeError("this aggregation has no merge function; only session windows need one")
+
+
+def aggregator_of(functions: NodeFunctions) -> Aggregate[Any, Any, Any]:
+    if functions.init is None or functions.add is None:
+        raise ValueError("a window aggregate needs init and add functions")
+    return Aggregate(functions.init, functions.add, functions.merge or _no_merge, functions.result)
+
+
+class _Partition:
+    """One operator-partition: its aggregation, watermark and restore position."""
+
+    __slots__ = (
+        "aggregation",
+        "current",
+        "event_times",
+        "next_offset",
+        "origins",
+        "pending",
+        "skip_below",
+        "tracker",
+        "view",
+    )
+
+    def __init__(
+        self,
+        aggregation: WindowedAggregation[Any, Any, Any, Any],
+        view: ChangelogView,
+        tracker: WatermarkTracker,
+    ) -> None:
+        self.aggregation = aggregation
+        self.view = view
+        self.tracker = tracker
+        #: Largest event time per watermark input (upstream partition, or 0), for the changelog position.
+        self.event_times: dict[int, float] = {}
+        #: Input offsets below this are already in the restored state.
+        self.skip_below = -1
+        #: Next input offset to record in the changelog position; -1 until a record ran.
+        self.next_offset = -1
+        #: Results that closed while restoring, emitted with the partition's next record.
+        self.pending: list[WindowResult] = []
+        #: Per upstream partition, the largest (offset, sequence) applied (repartitioned input only).
+        self.origins: dict[int, tuple[int, int]] = {}
+        #: The unit whose values are being applied: a unit fanned out upstream (flat_map) brings several.
+        self.current: Unit | None = None
+
+
+class WindowOp(Operator):
+    __slots__ = (
+        "aggregator",
+        "assigner",
+        "changelog_topic",
+        "closed_end",
+        "counters",
+        "dead",
+        "idle_timeout",
+        "lateness",
+        "max_out_of_orderness",
+        "next",
+        "partitions",
+        "store",
+        "touched",
+    )
+
+    def __init__(
+        self,
+        node_id: str,
+        spec: Tumbling | Hopping | Sliding | Session,
+        functions: NodeFunctions,
+        *,
+        allowed_lateness: float,
+        max_out_of_orderness: float,
+        changelog_topic: str,
+        next: Operator,
+        dead: DeadLetters,
+        counters: WorkerCounters,
+        store: StateStore | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
+        super().__init__(node_id)
+        self.idle_timeout = idle_timeout
+        self.assigner = assigner_of(spec)
+        self.aggregator = aggregator_of(functions)
+        self.closed_end = isinstance(spec, Sliding)
+        self.lateness = allowed_lateness
+        self.max_out_of_orderness = max_out_of_orderness
+        self.changelog_topic = changelog_topic
+        self.next = next
+        self.dead = dead
+        self.counters = counters
+        self.store: StateStore = store if store is not None else InMemoryStateStore()
+        self.partitions: dict[int, _Partition] = {}
+        #: Partitions that ran records since the last changelog write.
+        self.touched: set[int] = set()
+
+    # -- partitions ---------------------------------------------------------------------------------
+
+    def _open(self, partition: int, entries: dict[Any, Any] | None = None) -> _Partition:
+        view = ChangelogView(self.store, partition)
+        if entries:
+            view.load(entries)
+        aggregation: WindowedAggregation[Any, Any, Any, Any] = WindowedAggregation(
+            self.assigner, self.aggregator, self.lateness, state=view
+        )
+        tracker = WatermarkTracker(
+            max_out_of_orderness=self.max_out_of_orderness, idle_timeout=self.idle_timeout
+        )
+        part = self.partitions[partition] = _Partition(aggregation, view, tracker)
+        return part
+
+    def restore(self, partition: int, entries: dict[Any, Any], position: Position | None) -> None:
+        """Start ``partition`` from restored state (or empty, when ``position`` is None)."""
+        self.drop(partition)
+        part = self._open(partition, entries)
+        if position is None:
+            return
+        part.skip_below = position.offset
+        part.origins = dict(position.origins)
+        part.event_times = dict(position.event_times)
+        for source, event_time in position.event_times.items():
+            part.tracker.observe(source, event_time)
+        # The aggregation's own watermark comes back as it was (the tracker's minimum may be lower if an
+        # input was idle then), so records late before the crash stay late after it.
+        part.pending = part.aggregation.advance(max(position.watermark, part.tracker.watermark()))
+
+    def drop(self, partition: int) -> None:
+        """Forget a revoked or lost partition."""
+        self.partitions.pop(partition, None)
+        self.store.drop(partition)
+        self.touched.discard(partition)
+
+    # -- records ------------------------------------------------------------------------------------
+
+    def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
+        partition = unit.partition
+        part = self.partitions.get(partition)
+        if part is None:
+            part = self._open(partition)
+        offset = unit.offset
+        if offset < part.skip_below:
+            self.counters.replay_skipped += 1
+            return
+        origin = unit.origin
+        if origin is not None and unit is not part.current:
+            part.current = unit
+            mark = (origin[1], origin[2])
+            seen = part.origins.get(origin[0])
+            if seen is not None and mark <= seen:
+                part.current = None  # every value of this unit is a copy
+                self.counters.replay_skipped += 1
+                return
+            part.origins[origin[0]] = mark
+        if part.pending:
+            pending, part.pending = part.pending, []
+            self._emit(unit, pending)
+        aggregation = part.aggregation
+        try:
+            late = aggregation.add(key, event_time, value)
+        except Exception as exc:
+            self.dead.function_failed(unit, self.node_id, exc)
+            return
+        if late:
+            watermark = aggregation.watermark
+            for missed in late:
+                self.dead.late(unit, self.node_id, missed, value, watermark)
+        source = 0 if origin is None else origin[0]
+        part.tracker.observe(source, event_time)
+        event_times = part.event_times
+        if event_time > event_times.get(source, _NEG_INF):
+            event_times[source] = event_time
+        part.next_offset = offset + 1
+        self.touched.add(partition)
+        try:
+            results = aggregation.advance(part.tracker.watermark())
+        except Exception as exc:  # the user's result() raised while closing a window
+            self.dead.function_failed(unit, self.node_id, exc)
+            return
+        if results:
+            self._emit(unit, results)
+
+    def _emit(self, unit: Unit, results: list[WindowResult]) -> None:
+        following = self.next
+        closed_end = self.closed_end
+        self.counters.window_results += len(results)
+        for result in results:
+            window = result.window
+            following.process(unit, result.key, result.result, result_event_time(window, closed_end), window)
+
+    # -- changelog ------------------------------------------------------------------------------------
+
+    def changelog_writes(self) -> list[tuple[int, list[ChangelogWrite]]]:
+        """Per touched partition, its changed keys and then its position marker; clears ``touched``."""
+        writes: list[tuple[int, list[ChangelogWrite]]] = []
+        for partition in sorted(self.touched):
+            part = self.partitions.get(partition)
+            if part is None:
+                continue
+            position = Position(
+                offset=part.next_offset,
+                watermark=part.aggregation.watermark,
+                event_times=dict(part.event_times),
+                origins=dict(part.origins),
+            )
+            writes.append((partition, part.view.drain(position)))
+        self.touched.clear()
+        return writes

@@ -1,0 +1,54 @@
+"""Which topics a worker needs, with how many partitions, and creating the missing ones.
+
+Source and sink topics are the user's: an existing one is used as it is, a missing one is created
+with the worker's default partition count. Internal topics follow their input: a repartition topic
+gets as many partitions as the input of the sub-topology that writes it (the source's count, as in
+Kafka Streams), and a changelog topic exactly as many as its operator's input, because changelog
+partition ``p`` holds the state of input partition ``p``. Changelogs are compacted. Dead-letter and
+late topics get the default count.
+"""
+
+from __future__ import annotations
+
+from cadenza.infra.kafka.topics import TopicSpec
+from cadenza.pipelines import PipelineGraph
+from cadenza.worker.topology import SubTopology
+
+__all__ = ["plan_topics"]
+
+_COMPACT = {"cleanup.policy": "compact"}
+
+
+def plan_topics(
+    graphs: list[tuple[PipelineGraph, list[SubTopology]]],
+    existing: dict[str, int],
+    default_partitions: int,
+) -> list[TopicSpec]:
+    """Every topic the pipelines need; ``existing`` maps topics that exist to their partition counts."""
+    counts: dict[str, int] = {}
+    configs: dict[str, dict[str, str]] = {}
+
+    def want(topic: str, partitions: int, config: dict[str, str] | None = None) -> None:
+        if topic not in counts:
+            counts[topic] = existing.get(topic, partitions)
+        if config:
+            configs[topic] = config
+
+    for graph, subtopologies in graphs:
+        for topic in graph.source_topics:
+            want(topic, default_partitions)
+        for topic in graph.sink_topics:
+            want(topic, default_partitions)
+        # Sub-topologies come in topological order, so a repartition topic's count is known before the
+        # sub-topology reading it asks for its own internal topics.
+        for sub in subtopologies:
+            partitions = counts[sub.input_topic]
+            for topic in sub.repartition_topics:
+                want(topic, partitions)
+            for node_id in sub.stateful:
+                changelog = graph.node(node_id).changelog_topic
+                if changelog is not None:
+                    want(changelog, partitions, _COMPACT)
+        want(graph.dead_letter_topic, default_partitions)
+        want(graph.late_topic, default_partitions)
+    return [TopicSpec(name, partitions=n, configs=configs.get(name, {})) for name, n in counts.items()]

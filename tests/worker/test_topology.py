@@ -1,0 +1,131 @@
+"""Splitting pipelines into sub-topologies and planning their topics (no broker)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from cadenza.pipelines import Hopping, Pipeline, Tumbling
+from cadenza.settings import KafkaSettings
+from cadenza.worker import UnsupportedStepError, Worker, split
+from cadenza.worker.topics import plan_topics
+from cadenza.worker.topology import upstream_source
+
+
+class Click(BaseModel):
+    user: str
+    page: str
+    ts: float
+
+
+def stateless() -> Pipeline:
+    p = Pipeline("stateless", tenant="t", latency_target="1s")
+    p.source("in", value=Click).filter(lambda c: c.page != "/").map(lambda c: c.user).sink("out")
+    return p
+
+
+def windowed() -> Pipeline:
+    p = Pipeline("windowed", tenant="t", latency_target="1s")
+    (
+        p.source("clicks", value=Click, timestamp="ts")
+        .filter(lambda c: True)
+        .key_by(lambda c: c.user)
+        .window(Tumbling("1s"))
+        .count()
+        .map(lambda n: n * 2)
+        .sink("counts")
+    )
+    return p
+
+
+def test_a_stateless_pipeline_is_one_sub_topology_reading_its_source() -> None:
+    (sub,) = split(stateless().compile())
+    assert sub.input_topic == "in"
+    assert sub.input_kind == "source"
+    assert sub.entry == "1-source"
+    assert sub.nodes == ("1-source", "2-filter", "3-map", "4-sink")
+    assert sub.sink_topics == ("out",)
+    assert sub.repartition_topics == ()
+    assert sub.stateful == ()
+    assert not sub.needs_event_time
+
+
+def test_key_by_ends_a_sub_topology_and_its_repartition_topic_starts_the_next() -> None:
+    first, second = split(windowed().compile())
+    assert first.nodes == ("1-source", "2-filter", "3-key_by")
+    assert first.repartition_topics == ("windowed.3-key_by.repartition",)
+    assert first.sink_topics == ()
+    assert first.stateful == ()
+    # Event time is read at the source because the window downstream of the repartition needs it.
+    assert first.needs_event_time
+    assert second.input_topic == "windowed.3-key_by.repartition"
+    assert second.input_kind == "repartition"
+    assert second.entry == "3-key_by"
+    assert second.nodes == ("4-count", "5-map", "6-sink")
+    assert second.stateful == ("4-count",)
+    assert second.needs_event_time
+
+
+def test_two_key_bys_make_three_sub_topologies_and_fan_out_stays_together() -> None:
+    p = Pipeline("chain", tenant="t", latency_target="1s")
+    s = p.source("in", value=Click)
+    s.map(lambda c: c).sink("copy")
+    keyed = s.key_by(lambda c: c.user)
+    counts = keyed.window(Hopping("2s", "1s")).count()
+    counts.sink("counts")
+    counts.key_by(lambda n: n).map(lambda n: n).sink("by-count")
+    low, high = s.branch(lambda c: c.page == "/", lambda c: True)
+    low.sink("root-pages")
+    high.sink("other-pages")
+    subs = split(p.compile())
+    assert [s.input_kind for s in subs] == ["source", "repartition", "repartition"]
+    assert set(subs[0].sink_topics) == {"copy", "root-pages", "other-pages"}
+    assert subs[0].needs_event_time  # the window is two hops away
+    assert subs[1].sink_topics == ("counts",)
+    assert len(subs[1].repartition_topics) == 1
+    assert subs[2].sink_topics == ("by-count",)
+    assert not subs[2].needs_event_time
+    graph = p.compile()
+    assert upstream_source(graph, subs[1].stateful[0]) == "1-source"
+
+
+def test_join_is_refused_naming_the_pipeline_and_step() -> None:
+    p = Pipeline("joins", tenant="t", latency_target="1s")
+    left = p.source("left", value=Click).key_by(lambda c: c.user)
+    right = p.source("right", value=Click).key_by(lambda c: c.user)
+    left.join(right, within="1s").sink("pairs")
+    with pytest.raises(UnsupportedStepError, match=r"pipeline 'joins', step '5-join': join is not supported"):
+        split(p.compile())
+    with pytest.raises(UnsupportedStepError, match="join is not supported"):
+        Worker([p], KafkaSettings())  # refused before any connection
+
+
+def test_topic_plan_sizes_internal_topics_after_their_input() -> None:
+    graph = windowed().compile()
+    specs = {s.name: s for s in plan_topics([(graph, split(graph))], {"clicks": 3}, default_partitions=4)}
+    assert specs["clicks"].partitions == 3  # existing: used as it is
+    assert specs["counts"].partitions == 4  # missing: the default
+    assert specs["windowed.3-key_by.repartition"].partitions == 3
+    changelog = specs["windowed.4-count.changelog"]
+    assert changelog.partitions == 3
+    assert changelog.configs == {"cleanup.policy": "compact"}
+    assert specs["windowed.dlq"].partitions == 4
+    assert specs["windowed.late"].partitions == 4
+    assert specs["clicks"].configs == {}
+
+
+def test_worker_describes_what_it_runs() -> None:
+    worker = Worker([stateless(), windowed()], KafkaSettings())
+    text = worker.describe()
+    assert "pipeline stateless (tenant t" in text
+    assert (
+        "reads windowed.3-key_by.repartition (repartition) -> 4-count -> 5-map -> 6-sink -> writes counts"
+        in text
+    )
+    assert "dead letters -> windowed.dlq; late records -> windowed.late" in text
+    assert worker.input_topics == ["in", "clicks", "windowed.3-key_by.repartition"]
+
+
+def test_duplicate_pipeline_names_are_refused() -> None:
+    with pytest.raises(Exception, match="more than once"):
+        Worker([stateless(), stateless()], KafkaSettings())
