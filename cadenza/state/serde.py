@@ -4,14 +4,14 @@ Keys must encode *deterministically*, equal keys to equal bytes in every process
 changelog keeps two live records for one key and a repartition topic sends one key to two
 partitions. So common key types get a fixed tagged form (``s`` str, ``i`` int, ``f`` float with
 ``-0.0`` folded into ``0.0``, ``b`` bytes, ``n`` None, ``t`` tuple of length-prefixed encoded items,
-``m`` pydantic model as its class path plus JSON); other keys are pickled, which is deterministic for
-plain values but not for sets, so set-like keys are a user error.
-Pydantic models are *not* pickled as keys because their pickles contain a set of field names whose
-order depends on the process's hash seed.
+``m`` pydantic model as its class path plus JSON); other keys (bool, list, dict...) are written in
+the safe encoding of :mod:`cadenza.state.safe_codec`, whose first byte ``v`` is their tag. Keys of
+other types (sets, datetimes, arbitrary objects) are refused when encoded.
 
-Values are pickled: window accumulators and buffered records may be any Python object the user's
-functions produce, and both ends of a changelog are cadenza workers running the same code. The
-changelog is an internal topic; whoever can write to it can corrupt state anyway.
+Values are written in the safe encoding too (first byte ``v``). Nothing read back is ever unpickled:
+whoever can write to a changelog or repartition topic must not be able to run code in the workers. A
+model key or value is decoded only if its class is in the codec's allow-list; pickled keys and values
+(tag ``p``, or a pickle's ``0x80`` byte, as older versions wrote them) are refused with a clear error.
 
 The first byte ``0x00`` is reserved for cadenza's own records in a changelog (the position marker),
 so they can never collide with an encoded key.
@@ -19,11 +19,8 @@ so they can never collide with an encoded key.
 
 from __future__ import annotations
 
-import importlib
 import math
-import pickle
 import struct
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +28,7 @@ import pydantic_core
 from pydantic import BaseModel
 
 from cadenza.errors import CadenzaError
+from cadenza.state.safe_codec import FORMAT, SafeDecodeError, dumps, loads, model_path, resolve_model
 
 __all__ = [
     "POSITION_KEY",
@@ -47,7 +45,6 @@ __all__ = [
 #: Changelog key of the marker saying which input offset the state before it reflects.
 POSITION_KEY = b"\x00cadenza-position"
 
-_PICKLE_PROTOCOL = pickle.HIGHEST_PROTOCOL
 _LENGTH = struct.Struct(">I")
 
 
@@ -76,9 +73,8 @@ def encode_key(key: Any) -> bytes:
             parts.append(encoded)
         return b"".join(parts)
     if isinstance(key, BaseModel):
-        path = f"{kind.__module__}:{kind.__qualname__}".encode()
-        return b"m" + path + b"\x00" + key.__pydantic_serializer__.to_json(key)
-    return b"p" + pickle.dumps(key, protocol=_PICKLE_PROTOCOL)
+        return b"m" + model_path(kind) + b"\x00" + key.__pydantic_serializer__.to_json(key)
+    return dumps(key)  # starts with FORMAT (``v``); raises UnsupportedValueError for other types
 
 
 def decode_key(data: bytes) -> Any:
@@ -102,11 +98,15 @@ def decode_key(data: bytes) -> Any:
             return _decode_tuple(body)
         if tag == 0x6D:  # m
             path, _, payload = body.partition(b"\x00")
-            return _model_class(path.decode()).model_validate_json(payload)
+            return resolve_model(path).model_validate_json(payload)
+        if tag == 0x76:  # v
+            return loads(data)
         if tag == 0x70:  # p
-            return pickle.loads(body)
+            raise StateDecodeError(_PICKLED.format(what="state key"))
     except StateDecodeError:
         raise
+    except SafeDecodeError as exc:
+        raise StateDecodeError(f"cannot decode state key: {exc}") from exc
     except Exception as exc:
         raise StateDecodeError(f"cannot decode state key: {type(exc).__name__}: {exc}") from exc
     raise StateDecodeError(f"cannot decode state key: unknown tag byte {tag:#04x}")
@@ -125,26 +125,27 @@ def _decode_tuple(body: bytes) -> tuple[Any, ...]:
     return tuple(items)
 
 
-def _model_class(path: str) -> type[BaseModel]:
-    module_name, _, qualname = path.partition(":")
-    module = sys.modules.get(module_name) or importlib.import_module(module_name)
-    found: Any = module
-    for part in qualname.split("."):
-        found = getattr(found, part)
-    if not (isinstance(found, type) and issubclass(found, BaseModel)):
-        raise StateDecodeError(f"{path} is not a pydantic model class")
-    return found
+_PICKLED = (
+    "refusing to read a pickled {what} (written by an older cadenza, or crafted): unpickling data read "
+    "from Kafka would let whoever can write to the topic run code in the worker"
+)
 
 
 def encode_value(value: Any) -> bytes:
-    return pickle.dumps(value, protocol=_PICKLE_PROTOCOL)
+    """A state value in the safe encoding; raises :class:`~cadenza.state.safe_codec.UnsupportedValueError`
+    (naming the type) for values it cannot carry."""
+    return dumps(value)
 
 
 def decode_value(data: bytes) -> Any:
+    if data[:1] == b"\x80" or data[:1] == b"p":
+        raise StateDecodeError(_PICKLED.format(what="state value"))
+    if data[:1] != FORMAT:
+        raise StateDecodeError(f"cannot decode state value: unknown format byte {data[:1]!r}")
     try:
-        return pickle.loads(data)
-    except Exception as exc:
-        raise StateDecodeError(f"cannot decode state value: {type(exc).__name__}: {exc}") from exc
+        return loads(data)
+    except SafeDecodeError as exc:
+        raise StateDecodeError(f"cannot decode state value: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer
 
 from cadenza.infra.kafka.clients import ClientErrors, make_consumer
 from cadenza.settings import KafkaSettings
-from cadenza.state import restore_changelogs
+from cadenza.state import StateDecodeError, restore_changelogs
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.operators.window import WindowOp
 
@@ -51,7 +51,12 @@ class StateRestorer:
         )
         for window, partition in wanted:
             replay = replays[(window.changelog_topic, partition)]
-            entries = replay.entries()
+            try:
+                entries = replay.entries()
+            except StateDecodeError as exc:  # never drop state silently: the restore (and the worker) fails
+                raise StateDecodeError(
+                    f"cannot restore {window.changelog_topic}[{partition}] (step {window.node_id!r}): {exc}"
+                ) from exc
             window.restore(partition, entries, replay.position)
             self._counters.restored_records += replay.records
             self._counters.restored_keys += len(entries)

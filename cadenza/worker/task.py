@@ -14,6 +14,7 @@ from confluent_kafka import Message
 
 from cadenza.pipelines import PipelineGraph
 from cadenza.pipelines.graph import NodeFunctions, TopicFormat
+from cadenza.state.safe_codec import register_function_models, register_model
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.decode import Decoder, RepartitionDecoder, SourceDecoder
@@ -189,6 +190,11 @@ def build_tasks(
 ) -> list[Task]:
     """One task per sub-topology of ``graph`` (see :func:`cadenza.worker.topology.split`)."""
     subtopologies = split(graph) if subtopologies is None else subtopologies
+    for functions in graph.functions.values():  # the models repartition and changelog bytes may name
+        register_model(functions.value_model)
+        register_model(functions.key_model)
+        for fn in (functions.fn, functions.init, functions.add, functions.merge, functions.result):
+            register_function_models(fn)
     dead = DeadLetters(graph.dead_letter_topic, graph.late_topic, output, counters)
     return [
         _Builder(graph, sub, output=output, counters=counters, dead=dead, idle_timeout=idle_timeout).task()

@@ -10,12 +10,16 @@ bytes inside the JSON base64-encoded. Steps between the window and the sink (a `
 say) see only the aggregate; the window rides along beside the value and the sink wraps it at the end.
 
 Repartition records (read only by cadenza workers running the same pipelines): the key is the new key
-in the deterministic state-key encoding (equal keys, equal bytes, same partition). The value is any
-Python object a user function returned: a pydantic model travels as ``m<module>:<class>\0<JSON>``
-(its round-trip JSON, validated back into the model on the other side: five times cheaper than a
-pickle, which spends most of its time in pydantic's ``__setstate__``), anything else, or a model whose
-JSON cannot be written, as ``p<pickle>``. So a model's validators run again after a repartition, as
-they would for any consumer of a topic of that model. There is one header,
+in the deterministic state-key encoding (equal keys, equal bytes, same partition). The value is what
+a user function returned, in the safe encoding of :mod:`cadenza.state.safe_codec` (first byte ``v``):
+None, bool, int, float, str, bytes, list, tuple, dict and pydantic models (class path plus round-trip
+JSON, validated back into the model on the other side, so a model's validators run again after a
+repartition, as they would for any consumer of a topic of that model). Anything else is refused when
+encoded (the record goes to the dead-letter topic, naming the type and the step). A model is decoded
+only if its class is in the codec's allow-list (the models of the loaded pipelines and those this
+worker produced), and nothing is ever unpickled: values tagged ``p`` (pickles, as older versions
+wrote them) are refused, as is any other unknown tag. Values tagged ``m`` (``m<module>:<class>\0<JSON>``,
+the model form older versions wrote) are still read, with the same allow-list. There is one header,
 ``cadenza-origin``, packs (big-endian) the upstream input partition (int32), the upstream input
 offset (int64), the record's sequence number among the records that input produced to this topic
 (int32) and the event time (double; 0.0 when no window downstream needs it). The origin lets the
@@ -25,18 +29,15 @@ at-least-once repartitioning produces: per upstream partition, origins only grow
 
 from __future__ import annotations
 
-import importlib
 import math
-import pickle
 import struct
-import sys
 from typing import Any
 
 import pydantic_core
-from pydantic import BaseModel
 
 from cadenza.operators import Window
-from cadenza.schemas import EncodeError
+from cadenza.schemas import DecodeError, EncodeError
+from cadenza.state.safe_codec import FORMAT, dumps, loads, resolve_model
 
 __all__ = [
     "ORIGIN_HEADER",
@@ -64,48 +65,33 @@ def unpack_origin(data: bytes) -> Origin:
     return origin
 
 
-_PICKLE_PROTOCOL = pickle.HIGHEST_PROTOCOL
-_MODEL_PREFIXES: dict[type, bytes] = {}
-_MODEL_CLASSES: dict[bytes, type[BaseModel]] = {}
-
-
 def encode_record_value(value: Any) -> bytes:
-    """A record value for a repartition topic (see the module docstring)."""
-    if isinstance(value, BaseModel):
-        kind = type(value)
-        prefix = _MODEL_PREFIXES.get(kind)
-        if prefix is None:
-            prefix = _MODEL_PREFIXES[kind] = f"m{kind.__module__}:{kind.__qualname__}\0".encode()
-        try:
-            return prefix + value.__pydantic_serializer__.to_json(value, round_trip=True)
-        except Exception:  # e.g. bytes that are not UTF-8 under the model's JSON settings
-            pass
-    return b"p" + pickle.dumps(value, protocol=_PICKLE_PROTOCOL)
+    """A record value for a repartition topic (see the module docstring); raises
+    :class:`~cadenza.state.safe_codec.UnsupportedValueError` for a value it cannot carry."""
+    return dumps(value)
 
 
 def decode_record_value(data: bytes) -> Any:
-    """The value :func:`encode_record_value` encoded; raises on bytes it did not write."""
+    """The value :func:`encode_record_value` encoded; raises :class:`DecodeError` on anything else."""
     tag = data[:1]
-    if tag == b"m":
-        split = data.index(b"\0")
-        path = data[1:split]
-        model = _MODEL_CLASSES.get(path)
-        if model is None:
-            model = _MODEL_CLASSES[path] = _model_class(path.decode())
-        return model.__pydantic_validator__.validate_json(data[split + 1 :])
+    if tag == FORMAT:
+        return loads(data)
+    if tag == b"m":  # a model as older versions wrote it
+        split = data.find(b"\0")
+        if split < 0:
+            raise DecodeError("malformed repartition model value (no class path end)", error_type="Malformed")
+        model = resolve_model(data[1:split])
+        try:
+            return model.__pydantic_validator__.validate_json(data[split + 1 :])
+        except Exception as exc:
+            raise DecodeError(f"invalid {model.__name__}: {exc}", error_type=type(exc).__name__) from exc
     if tag == b"p":
-        return pickle.loads(data[1:])
-    raise ValueError(f"not a cadenza repartition value (first byte {data[:1]!r})")
-
-
-def _model_class(path: str) -> type[BaseModel]:
-    module_name, _, qualname = path.partition(":")
-    found: Any = sys.modules.get(module_name) or importlib.import_module(module_name)
-    for part in qualname.split("."):
-        found = getattr(found, part)
-    if not (isinstance(found, type) and issubclass(found, BaseModel)):
-        raise TypeError(f"{path} is not a pydantic model class")
-    return found
+        raise DecodeError(
+            "refusing a pickled repartition value (written by an older cadenza, or crafted): unpickling "
+            "data read from Kafka would let whoever can write to the topic run code in the worker",
+            error_type="PickleRefused",
+        )
+    raise DecodeError(f"not a cadenza repartition value (first byte {tag!r})", error_type="UnknownFormat")
 
 
 def encode_sink_key(key: Any) -> bytes | None:

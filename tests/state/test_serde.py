@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
 from cadenza.state import POSITION_KEY, StateDecodeError, decode_key, decode_value, encode_key, encode_value
+from cadenza.state.safe_codec import UnsupportedValueError
 
 
 class UserKey(BaseModel):
@@ -81,9 +82,16 @@ def test_model_keys_encode_the_same_in_processes_with_different_hash_seeds(tmp_p
     assert len(outputs) == 1
 
 
-def test_values_pickle_any_python_object() -> None:
-    value = [[0.0, 1.0, {"count": 3, "at": datetime(2024, 1, 1)}], [(1.5, UserKey(tenant="t", user=1))]]
+def test_values_round_trip_nested_containers_and_models() -> None:
+    value = [[0.0, 1.0, {"count": 3, "at": "2024-01-01"}], [(1.5, UserKey(tenant="t", user=1))]]
     assert decode_value(encode_value(value)) == value
+
+
+def test_values_and_keys_of_unsupported_types_are_refused_when_encoded() -> None:
+    with pytest.raises(UnsupportedValueError, match=r"datetime\.datetime"):
+        encode_value([{"at": datetime(2024, 1, 1)}])
+    with pytest.raises(UnsupportedValueError, match="frozenset"):
+        encode_key(("a", frozenset({1})))
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from cadenza.operators import Window
 from cadenza.pipelines.graph import TopicFormat
 from cadenza.schemas import EncodeError, ValueCodec, codec_for
 from cadenza.state import encode_key
+from cadenza.state.safe_codec import UnsupportedValueError
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
@@ -61,6 +62,11 @@ class KeyByOp(Operator):
             new_key = self.fn(value)
             key_bytes = encode_key(new_key)
             value_bytes = encode_record_value(value)
+        except UnsupportedValueError as exc:  # the user's value or key: refused here, not downstream
+            self.dead.function_failed(
+                unit, self.node_id, UnsupportedValueError(f"step {self.node_id!r}: {exc}")
+            )
+            return
         except Exception as exc:
             self.dead.function_failed(unit, self.node_id, exc)
             return

@@ -38,7 +38,8 @@ from cadenza.operators import (
 )
 from cadenza.pipelines import Hopping, Session, Sliding, Tumbling
 from cadenza.pipelines.graph import NodeFunctions
-from cadenza.state import ChangelogView, ChangelogWrite, InMemoryStateStore, Position, StateStore
+from cadenza.state import ChangelogView, ChangelogWrite, InMemoryStateStore, Position, StateStore, encode_key
+from cadenza.state.safe_codec import UnsupportedValueError, check
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
@@ -220,10 +221,29 @@ class WindowOp(Operator):
             self._emit(unit, pending)
         aggregation = part.aggregation
         try:
+            encode_key(key)  # state must reach the changelog: refuse what cannot, before it is stored
             late = aggregation.add(key, event_time, value)
         except Exception as exc:
-            self.dead.function_failed(unit, self.node_id, exc)
+            self.dead.function_failed(unit, self.node_id, _in_step(exc, self.node_id))
             return
+        entry = part.view.get(key)
+        if entry is not None:
+            try:
+                for slot in entry[0]:  # [start, end, accumulator] per window: the accumulators are the user's
+                    check(slot[2])
+                if self.closed_end:
+                    check(value)  # sliding windows buffer the records themselves
+            except UnsupportedValueError as exc:
+                del part.view[key]  # what cannot be changelogged cannot stay: the key starts afresh
+                self.dead.function_failed(
+                    unit,
+                    self.node_id,
+                    UnsupportedValueError(
+                        f"step {self.node_id!r}: window state for this record's key cannot be stored, so "
+                        f"it was discarded: {exc}"
+                    ),
+                )
+                return
         if late:
             watermark = aggregation.watermark
             for missed in late:
@@ -269,3 +289,9 @@ class WindowOp(Operator):
             writes.append((partition, part.view.drain(position)))
         self.touched.clear()
         return writes
+
+
+def _in_step(exc: Exception, node_id: str) -> Exception:
+    if isinstance(exc, UnsupportedValueError):
+        return UnsupportedValueError(f"step {node_id!r}: {exc}")
+    return exc

@@ -1,0 +1,111 @@
+"""Values the worker cannot carry safely go to the dead-letter topic, named, at encode time (no broker)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from confluent_kafka import Message
+
+from cadenza.pipelines import Tumbling
+from cadenza.pipelines.graph import NodeFunctions
+from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
+from cadenza.state import decode_key, decode_value
+from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.dead_letter import OPERATOR_HEADER, DeadLetters
+from cadenza.worker.operators.base import Operator
+from cadenza.worker.operators.routing import KeyByOp
+from cadenza.worker.operators.window import WindowOp
+from cadenza.worker.output import Output
+from cadenza.worker.unit import Unit
+from cadenza.worker.wire import decode_record_value
+
+
+class _Message:
+    def value(self) -> bytes:
+        return b"raw"
+
+    def key(self) -> bytes | None:
+        return None
+
+    def headers(self) -> None:
+        return None
+
+
+class _Output:
+    def __init__(self) -> None:
+        self.records: list[tuple[str, bytes | None, bytes | None, dict[str, bytes]]] = []
+        self.producer = self
+
+    def produce(
+        self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None, **_: Any
+    ) -> None:
+        self.records.append((topic, value, key, dict(headers or [])))
+
+
+class _Nothing(Operator):
+    def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Any) -> None:
+        pass
+
+
+class Opaque:
+    pass
+
+
+def _unit(offset: int, value: Any) -> Unit:
+    return Unit("p", "src", "in", 0, offset, "k", value, 10.0, cast(Message, _Message()))
+
+
+def _parts() -> tuple[_Output, DeadLetters, WorkerCounters]:
+    out = _Output()
+    counters = WorkerCounters()
+    return out, DeadLetters("dead", "late", cast(Output, out), counters), counters
+
+
+def test_key_by_refuses_arbitrary_values_and_keys_naming_type_and_step() -> None:
+    out, dead, counters = _parts()
+    op = KeyByOp("rekey", lambda v: v["k"], "rep", output=cast(Output, out), dead=dead, counters=counters)
+    op.process(_unit(0, {"k": "a", "v": Opaque()}), "k", {"k": "a", "v": Opaque()}, 1.0, None)
+    op.process(_unit(1, {"k": Opaque()}), "k", {"k": Opaque()}, 1.0, None)
+    op.process(_unit(2, {"k": ("a", 1), "v": [1, 2.5]}), "k", {"k": ("a", 1), "v": [1, 2.5]}, 1.0, None)
+    assert [r[0] for r in out.records] == ["dead", "dead", "rep"]
+    for _, _, _, headers in out.records[:2]:
+        error = headers[ERROR_HEADER].decode()
+        assert "Opaque" in error and "'rekey'" in error
+        assert headers[ERROR_TYPE_HEADER] == b"UnsupportedValue"
+        assert headers[OPERATOR_HEADER] == b"rekey"
+    _, value, key, _ = out.records[2]
+    assert decode_record_value(value or b"") == {"k": ("a", 1), "v": [1, 2.5]}
+    assert decode_key(key or b"") == ("a", 1)
+    assert counters.dead_letter_function == 2
+
+
+def test_window_refuses_accumulators_it_could_not_changelog() -> None:
+    out, dead, counters = _parts()
+    functions = NodeFunctions(
+        init=lambda: [0, 0],
+        add=lambda acc, v: [acc[0] + v, acc[1] + 1] if v >= 0 else Opaque(),
+        result=lambda acc: acc,
+    )
+    op = WindowOp(
+        "agg",
+        Tumbling(60),
+        functions,
+        allowed_lateness=0.0,
+        max_out_of_orderness=0.0,
+        changelog_topic="cl",
+        next=_Nothing("next"),
+        dead=dead,
+        counters=counters,
+    )
+    op.process(_unit(0, 5), "good", 5, 10.0, None)
+    op.process(_unit(1, -1), "bad", -1, 10.0, None)
+    op.process(_unit(2, 1), Opaque(), 1, 10.0, None)
+    dead_records = [r for r in out.records if r[0] == "dead"]
+    assert len(dead_records) == 2
+    for _, _, _, headers in dead_records:
+        error = headers[ERROR_HEADER].decode()
+        assert "Opaque" in error and "'agg'" in error
+        assert headers[OPERATOR_HEADER] == b"agg"
+    ((_, writes),) = op.changelog_writes()  # the changelog holds only what it can carry
+    state = {decode_key(k): decode_value(v) for k, v in writes[:-1] if v is not None}
+    assert state == {"good": [[[0.0, 60.0, [5, 1]]], []]}
