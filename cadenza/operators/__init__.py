@@ -1,7 +1,14 @@
 """Operator building blocks that are pure logic: windows, aggregators, watermarks, window aggregation."""
 
 from cadenza.operators.aggregations import Aggregate, Aggregator, Count, Max, Mean, Min, Sum, aggregate
-from cadenza.operators.event_time import Late, StateStore, WatermarkTracker, WindowedAggregation, WindowResult
+from cadenza.operators.event_time import (
+    Late,
+    StateStore,
+    WatermarkTracker,
+    WindowedAggregation,
+    WindowFailure,
+    WindowResult,
+)
 from cadenza.operators.windows import (
     HoppingWindows,
     SessionStore,
@@ -35,6 +42,7 @@ __all__ = [
     "WatermarkTracker",
     "Window",
     "WindowAssigner",
+    "WindowFailure",
     "WindowResult",
     "WindowedAggregation",
     "aggregate",

@@ -165,7 +165,12 @@ class Mean(Generic[V]):
 
 
 class Aggregate(Generic[V, A, R]):
-    """A user aggregator from functions; ``result`` defaults to returning the accumulator."""
+    """A user aggregator from functions; ``result`` defaults to returning the accumulator.
+
+    ``merge`` may be ``None``: only session windows merge accumulators, and a
+    :class:`~cadenza.operators.WindowedAggregation` over session windows refuses such an aggregator
+    when it is built (see :attr:`mergeable`). Calling :meth:`merge` on it raises :class:`ConfigError`.
+    """
 
     __slots__ = ("_add", "_init", "_merge", "_result")
 
@@ -173,7 +178,7 @@ class Aggregate(Generic[V, A, R]):
         self,
         init: Callable[[], A],
         add: Callable[[A, V], A],
-        merge: Callable[[A, A], A],
+        merge: Callable[[A, A], A] | None = None,
         result: Callable[[A], R] | None = None,
     ) -> None:
         if not callable(init):
@@ -181,10 +186,19 @@ class Aggregate(Generic[V, A, R]):
                 f"aggregate(init=...) takes a zero-argument function such as `lambda: 0` (got {init!r}), "
                 "so that no two windows share one mutable accumulator"
             )
+        if merge is not None and not callable(merge):
+            raise ConfigError(
+                f"aggregate(merge=...) takes a function of two accumulators or None (got {merge!r})"
+            )
         self._init = init
         self._add = add
         self._merge = merge
         self._result = result
+
+    @property
+    def mergeable(self) -> bool:
+        """Whether this aggregator has a ``merge`` function (session windows need one)."""
+        return self._merge is not None
 
     def init(self) -> A:
         return self._init()
@@ -193,6 +207,10 @@ class Aggregate(Generic[V, A, R]):
         return self._add(acc, value)
 
     def merge(self, a: A, b: A) -> A:
+        if self._merge is None:
+            raise ConfigError(
+                "this aggregate() has no merge function; only session windows need one, pass merge=..."
+            )
         return self._merge(a, b)
 
     def result(self, acc: A) -> R:
@@ -204,8 +222,11 @@ class Aggregate(Generic[V, A, R]):
 def aggregate(
     init: Callable[[], A],
     add: Callable[[A, V], A],
-    merge: Callable[[A, A], A],
+    merge: Callable[[A, A], A] | None = None,
     result: Callable[[A], R] | None = None,
 ) -> Aggregate[V, A, R]:
-    """Build a user aggregator; keep accumulators plain data so they can be changelogged."""
+    """Build a user aggregator; keep accumulators plain data so they can be changelogged.
+
+    ``merge`` is needed only for session windows (which refuse an aggregator without one up front).
+    """
     return Aggregate(init, add, merge, result)

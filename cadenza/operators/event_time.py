@@ -5,6 +5,11 @@ watermark``. A closed window is emitted exactly once and then forgotten; a recor
 in closed windows is reported late and dropped for them. For session windows the "window" a new
 record would open is judged by the record's own time (``t + allowed lateness <= watermark`` means
 late): that is what guarantees a record can never reopen a session that was already emitted.
+
+User functions may raise. Adding a record is atomic: every new accumulator is computed before any is
+stored, so an ``add`` (or session ``merge``) that raises leaves the state exactly as it was. Closing
+a window whose ``result`` raises still removes the window; the failure is reported once, as a
+:class:`WindowFailure`, and the other windows come out as usual.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from cadenza.operators.windows import (
     WindowAssigner,
 )
 
-__all__ = ["Late", "StateStore", "WatermarkTracker", "WindowResult", "WindowedAggregation"]
+__all__ = ["Late", "StateStore", "WatermarkTracker", "WindowFailure", "WindowResult", "WindowedAggregation"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -171,6 +176,14 @@ class WindowResult(NamedTuple):
     result: Any
 
 
+class WindowFailure(NamedTuple):
+    """A closed window whose ``result`` raised ``error``; the window is gone from state all the same."""
+
+    key: Any
+    window: Window
+    error: Exception
+
+
 #: Where window state lives: record key -> ``[windows, buffer]``, both lists of plain lists
 #: (``[start, end, accumulator]`` and, for sliding windows only, ``[event_time, value]``). Backed by a
 #: dict in memory or by a changelogged store; the aggregation always writes an entry back after
@@ -186,15 +199,22 @@ class WindowedAggregation(Generic[K, V, A, R]):
     State lives in ``state`` (see :data:`StateStore`); passing a restored store resumes where it was,
     the closing-time index being rebuilt from it. The watermark itself is not stored: after a restore
     it starts from ``-inf`` and is raised by the next ``advance``.
+
+    :meth:`add` is atomic: when the aggregator's ``add`` or ``merge`` raises, the exception propagates
+    and no window changed (provided those functions do not mutate the accumulators they are given, as
+    the :class:`~cadenza.operators.Aggregator` contract requires). For ``result`` raising in
+    :meth:`advance`, see there.
     """
 
     __slots__ = (
         "_add",
         "_agg",
         "_assign",
+        "_failed",
         "_gap",
         "_heap",
         "_lateness",
+        "_ready",
         "_seq",
         "_size",
         "_state",
@@ -214,6 +234,9 @@ class WindowedAggregation(Generic[K, V, A, R]):
         self._watermark = _NEG_INF
         self._heap: list[tuple[float, int, Any]] = []
         self._seq = itertools.count()
+        #: Closed windows not handed out yet: results and failures, kept when advance raised.
+        self._ready: list[WindowResult] = []
+        self._failed: list[WindowFailure] = []
         self._size = 0.0
         self._gap = 0.0
         self._add: Callable[[Any, float, Any], list[Late]]
@@ -225,6 +248,13 @@ class WindowedAggregation(Generic[K, V, A, R]):
             self._size = assigner.size
             self._add = self._add_sliding
         elif isinstance(assigner, SessionWindows):
+            if getattr(aggregator, "mergeable", True) is False or not callable(
+                getattr(aggregator, "merge", None)
+            ):
+                raise ConfigError(
+                    f"session windows merge when a record bridges two sessions, so their aggregator needs "
+                    f"a merge function; {aggregator!r} has none (pass merge=... to aggregate())"
+                )
             self._gap = assigner.gap
             self._add = self._add_session
         else:
@@ -249,20 +279,56 @@ class WindowedAggregation(Generic[K, V, A, R]):
             raise ValueError(f"event time must be a finite number of seconds, got {event_time!r}")
         return self._add(key, event_time, value)
 
-    def advance(self, watermark: float) -> list[WindowResult]:
-        """Raise the watermark; return every window that closed, each exactly once, by closing time."""
-        if watermark <= self._watermark:
+    def advance(
+        self, watermark: float, on_error: Callable[[WindowFailure], object] | None = None
+    ) -> list[WindowResult]:
+        """Raise the watermark; return every window that closed, each exactly once, by closing time.
+
+        Every due window is closed and removed from state, even when the aggregator's ``result`` raises
+        for some of them. Each such window is reported exactly once as a :class:`WindowFailure`:
+
+        * to ``on_error``, called for each failure before returning (after the state is updated);
+        * without ``on_error``, by raising once the state is consistent: the ``result`` exception itself
+          for one failure, an :class:`ExceptionGroup` of them for several. The windows that closed fine
+          in that call are not lost: the next ``advance`` returns them (even with the same watermark).
+
+        If ``on_error`` itself raises, that exception propagates the same way: results are kept for
+        the next ``advance``, and failures not yet handed to ``on_error`` are reported by it.
+        """
+        ready, failed = self._ready, self._failed
+        if watermark > self._watermark:
+            self._watermark = watermark
+            heap = self._heap
+            count = len(ready)
+            while heap and heap[0][0] <= watermark:
+                item = heapq.heappop(heap)
+                try:
+                    self._close(item[2], watermark, ready, failed)
+                except BaseException:
+                    heapq.heappush(heap, item)  # not an Exception from result(): the key was left unchanged
+                    raise
+            if len(ready) > 1 and len(ready) != count:
+                # One key's entry closes all its due windows at once, so restore the global order here.
+                ready.sort(key=_closing_order)
+        if not ready and not failed:
             return []
-        self._watermark = watermark
-        heap = self._heap
-        out: list[WindowResult] = []
-        while heap and heap[0][0] <= watermark:
-            key = heapq.heappop(heap)[2]
-            self._close(key, watermark, out)
-        if len(out) > 1:
-            # One key's entry closes all its due windows at once, so restore the global order here.
-            out.sort(key=_closing_order)
-        return out
+        self._ready, self._failed = [], []
+        if failed:
+            if on_error is None:
+                self._ready = ready
+                if len(failed) == 1:
+                    raise failed[0].error
+                raise ExceptionGroup(
+                    f"result() raised for {len(failed)} closed windows", [failure.error for failure in failed]
+                )
+            for index, failure in enumerate(failed):
+                try:
+                    on_error(failure)
+                except BaseException:
+                    self._ready = ready
+                    self._failed = failed[index + 1 :]
+                    raise
+        return ready
 
     # -- index of closing times ---------------------------------------------------------------------
 
@@ -279,7 +345,9 @@ class WindowedAggregation(Generic[K, V, A, R]):
             if buffer:
                 self._push(min(item[0] for item in buffer) + self._size + lateness, key)
 
-    def _close(self, key: Any, watermark: float, out: list[WindowResult]) -> None:
+    def _close(
+        self, key: Any, watermark: float, out: list[WindowResult], failed: list[WindowFailure]
+    ) -> None:
         entry = self._state.get(key)
         if entry is None:
             return
@@ -289,9 +357,16 @@ class WindowedAggregation(Generic[K, V, A, R]):
         closed: list[Any] = []
         for slot in windows:
             (closed if slot[1] + lateness <= watermark else keep).append(slot)
+        results: list[WindowResult] = []
+        failures: list[WindowFailure] = []
         if closed:
             result = self._agg.result
-            out.extend(WindowResult(key, Window(slot[0], slot[1]), result(slot[2])) for slot in closed)
+            for slot in closed:
+                window = Window(slot[0], slot[1])
+                try:
+                    results.append(WindowResult(key, window, result(slot[2])))
+                except Exception as exc:  # the window closes all the same; the caller hears of it once
+                    failures.append(WindowFailure(key, window, exc))
         kept_buffer = buffer
         if buffer:
             # A buffered record at t can only matter to windows ending by t + size; once those are all
@@ -304,8 +379,13 @@ class WindowedAggregation(Generic[K, V, A, R]):
             del self._state[key]
         elif closed or len(kept_buffer) != len(buffer):
             self._state[key] = [keep, kept_buffer]
+        out.extend(results)
+        failed.extend(failures)
 
     # -- per-kind record paths ----------------------------------------------------------------------
+
+    # Each path computes every new accumulator before it stores anything, and builds new slot lists
+    # rather than updating those the mapping handed out: a raising add or merge leaves state as it was.
 
     def _add_fixed(self, key: Any, t: float, value: Any) -> list[Late]:
         assign = self._assign
@@ -315,6 +395,8 @@ class WindowedAggregation(Generic[K, V, A, R]):
         watermark = self._watermark
         late: list[Late] = []
         entry: list[Any] | None = None
+        updated: list[tuple[int, list[Any]]] = []  # (index in entry's windows, new slot)
+        opened: list[list[Any]] = []
         for window in assign(t):
             start, end = window
             if end + lateness <= watermark:
@@ -322,15 +404,20 @@ class WindowedAggregation(Generic[K, V, A, R]):
                 continue
             if entry is None:
                 entry = self._state.get(key) or [[], []]
-            for slot in entry[0]:
+            for index, slot in enumerate(entry[0]):
                 if slot[1] == end and slot[0] == start:
-                    slot[2] = agg.add(slot[2], value)
+                    updated.append((index, [start, end, agg.add(slot[2], value)]))
                     break
             else:
-                entry[0].append([start, end, agg.add(agg.init(), value)])
-                self._push(end + lateness, key)
+                opened.append([start, end, agg.add(agg.init(), value)])
         if entry is not None:
-            self._state[key] = entry
+            windows = list(entry[0])
+            for index, slot in updated:
+                windows[index] = slot
+            windows.extend(opened)
+            for slot in opened:
+                self._push(slot[1] + lateness, key)
+            self._state[key] = [windows, entry[1]]
         return late
 
     def _add_sliding(self, key: Any, t: float, value: Any) -> list[Late]:
@@ -342,26 +429,30 @@ class WindowedAggregation(Generic[K, V, A, R]):
             # Every window that could hold t ends by t + size, and all of those are closed.
             return [Late(key, t, Window(t - size, t))]
         agg = self._agg
-        entry = self._state.get(key) or [[], []]
-        windows, buffer = entry
+        windows, buffer = self._state.get(key) or [[], []]
         own_exists = False
+        new_windows: list[Any] = []
         for slot in windows:  # every window in state is open: closed ones are removed by advance
             if slot[0] <= t <= slot[1]:
-                slot[2] = agg.add(slot[2], value)
+                new_windows.append([slot[0], slot[1], agg.add(slot[2], value)])
                 if slot[1] == t:
                     own_exists = True
-        if not buffer:
-            self._push(t + size + lateness, key)  # so the buffer gets pruned even if no window closes
-        buffer.append([t, value])
-        if not own_late and not own_exists:
+            else:
+                new_windows.append(slot)
+        new_buffer = [*buffer, [t, value]]
+        opens = not own_late and not own_exists
+        if opens:
             start = t - size
             acc = agg.init()
-            for item in buffer:
+            for item in new_buffer:
                 if start <= item[0] <= t:
                     acc = agg.add(acc, item[1])
-            windows.append([start, t, acc])
+            new_windows.append([start, t, acc])
+        if not buffer:
+            self._push(t + size + lateness, key)  # so the buffer gets pruned even if no window closes
+        if opens:
             self._push(t + lateness, key)
-        self._state[key] = entry
+        self._state[key] = [new_windows, new_buffer]
         return [Late(key, t, Window(t - size, t))] if own_late else []
 
     def _add_session(self, key: Any, t: float, value: Any) -> list[Late]:
