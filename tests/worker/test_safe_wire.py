@@ -109,3 +109,43 @@ def test_window_refuses_accumulators_it_could_not_changelog() -> None:
     ((_, writes),) = op.changelog_writes()  # the changelog holds only what it can carry
     state = {decode_key(k): decode_value(v) for k, v in writes[:-1] if v is not None}
     assert state == {"good": [[[0.0, 60.0, [5, 1]]], []]}
+
+
+class _Collect(Operator):
+    def __init__(self, node_id: str) -> None:
+        super().__init__(node_id)
+        self.seen: list[tuple[Any, Any]] = []
+
+    def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Any) -> None:
+        self.seen.append((key, value))
+
+
+def test_a_raising_result_dead_letters_that_window_and_still_emits_the_others() -> None:
+    out, dead, counters = _parts()
+
+    def result(acc: int) -> int:
+        if acc == 2:
+            raise ValueError("two is unlucky")
+        return acc
+
+    functions = NodeFunctions(init=lambda: 0, add=lambda acc, v: acc + 1, result=result)
+    collect = _Collect("next")
+    op = WindowOp(
+        "agg",
+        Tumbling(10),
+        functions,
+        allowed_lateness=0.0,
+        max_out_of_orderness=0.0,
+        changelog_topic="cl",
+        next=collect,
+        dead=dead,
+        counters=counters,
+    )
+    for offset, (key, t) in enumerate([("a", 1.0), ("b", 2.0), ("b", 3.0), ("c", 4.0), ("z", 25.0)]):
+        op.process(_unit(offset, 1), key, 1, t, None)
+    assert sorted(collect.seen) == [("a", 1), ("c", 1)]  # b's window (count 2) failed, the others closed
+    dead_records = [r for r in out.records if r[0] == "dead"]
+    assert len(dead_records) == 1
+    assert "two is unlucky" in dead_records[0][3][ERROR_HEADER].decode()
+    op.process(_unit(5, 1), "z", 1, 40.0, None)  # the failed window is gone: never reported again
+    assert len([r for r in out.records if r[0] == "dead"]) == 1

@@ -34,6 +34,7 @@ from cadenza.operators import (
     WatermarkTracker,
     Window,
     WindowedAggregation,
+    WindowFailure,
     WindowResult,
 )
 from cadenza.pipelines import Hopping, Session, Sliding, Tumbling
@@ -63,14 +64,10 @@ def assigner_of(
     return SessionWindows(spec.gap_s)
 
 
-def _no_merge(a: Any, b: Any) -> Any:
-    raise TypeError("this aggregation has no merge function; only session windows need one")
-
-
 def aggregator_of(functions: NodeFunctions) -> Aggregate[Any, Any, Any]:
     if functions.init is None or functions.add is None:
         raise ValueError("a window aggregate needs init and add functions")
-    return Aggregate(functions.init, functions.add, functions.merge or _no_merge, functions.result)
+    return Aggregate(functions.init, functions.add, functions.merge, functions.result)
 
 
 class _Partition:
@@ -83,6 +80,7 @@ class _Partition:
         "next_offset",
         "origins",
         "pending",
+        "pending_failures",
         "skip_below",
         "tracker",
         "view",
@@ -105,6 +103,8 @@ class _Partition:
         self.next_offset = -1
         #: Results that closed while restoring, emitted with the partition's next record.
         self.pending: list[WindowResult] = []
+        #: Windows whose result() raised while restoring, dead-lettered with the partition's next record.
+        self.pending_failures: list[WindowFailure] = []
         #: Per upstream partition, the largest (offset, sequence) applied (repartitioned input only).
         self.origins: dict[int, tuple[int, int]] = {}
         #: The unit whose values are being applied: a unit fanned out upstream (flat_map) brings several.
@@ -147,6 +147,9 @@ class WindowOp(Operator):
         self.idle_timeout = idle_timeout
         self.assigner = assigner_of(spec)
         self.aggregator = aggregator_of(functions)
+        # Built once here so a mistake such as a session window without merge fails at worker start,
+        # not on a partition's first record.
+        WindowedAggregation(self.assigner, self.aggregator)
         self.closed_end = isinstance(spec, Sliding)
         self.lateness = allowed_lateness
         self.max_out_of_orderness = max_out_of_orderness
@@ -187,7 +190,9 @@ class WindowOp(Operator):
             part.tracker.observe(source, event_time)
         # The aggregation's own watermark comes back as it was (the tracker's minimum may be lower if an
         # input was idle then), so records late before the crash stay late after it.
-        part.pending = part.aggregation.advance(max(position.watermark, part.tracker.watermark()))
+        part.pending = part.aggregation.advance(
+            max(position.watermark, part.tracker.watermark()), on_error=part.pending_failures.append
+        )
 
     def drop(self, partition: int) -> None:
         """Forget a revoked or lost partition."""
@@ -216,6 +221,10 @@ class WindowOp(Operator):
                 self.counters.replay_skipped += 1
                 return
             part.origins[origin[0]] = mark
+        if part.pending_failures:
+            failed, part.pending_failures = part.pending_failures, []
+            for failure in failed:
+                self.dead.function_failed(unit, self.node_id, failure.error)
         if part.pending:
             pending, part.pending = part.pending, []
             self._emit(unit, pending)
@@ -255,11 +264,10 @@ class WindowOp(Operator):
             event_times[source] = event_time
         part.next_offset = offset + 1
         self.touched.add(partition)
-        try:
-            results = aggregation.advance(part.tracker.watermark())
-        except Exception as exc:  # the user's result() raised while closing a window
-            self.dead.function_failed(unit, self.node_id, exc)
-            return
+        failures: list[WindowFailure] = []
+        results = aggregation.advance(part.tracker.watermark(), on_error=failures.append)
+        for failure in failures:  # the user's result() raised while closing these windows
+            self.dead.function_failed(unit, self.node_id, failure.error)
         if results:
             self._emit(unit, results)
 
