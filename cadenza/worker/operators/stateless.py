@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from cadenza.operators import Window
@@ -13,7 +13,9 @@ from cadenza.worker.unit import Unit
 __all__ = ["BranchOp", "FilterOp", "FlatMapOp", "MapOp"]
 
 
-class MapOp(Operator):
+class _FunctionOp(Operator):
+    """A step that applies one user function and passes its outcome to one downstream operator."""
+
     __slots__ = ("dead", "fn", "next")
 
     def __init__(self, node_id: str, fn: Callable[[Any], Any], next: Operator, dead: DeadLetters) -> None:
@@ -21,6 +23,10 @@ class MapOp(Operator):
         self.fn = fn
         self.next = next
         self.dead = dead
+
+
+class MapOp(_FunctionOp):
+    __slots__ = ()
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         try:
@@ -31,14 +37,8 @@ class MapOp(Operator):
         self.next.process(unit, key, out, event_time, window)
 
 
-class FilterOp(Operator):
-    __slots__ = ("dead", "fn", "next")
-
-    def __init__(self, node_id: str, fn: Callable[[Any], Any], next: Operator, dead: DeadLetters) -> None:
-        super().__init__(node_id)
-        self.fn = fn
-        self.next = next
-        self.dead = dead
+class FilterOp(_FunctionOp):
+    __slots__ = ()
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         try:
@@ -50,19 +50,11 @@ class FilterOp(Operator):
             self.next.process(unit, key, value, event_time, window)
 
 
-class FlatMapOp(Operator):
+class FlatMapOp(_FunctionOp):
     """Runs the user function to completion before emitting, so a generator that raises halfway emits
     nothing: the record is dead-lettered whole instead of half-processed."""
 
-    __slots__ = ("dead", "fn", "next")
-
-    def __init__(
-        self, node_id: str, fn: Callable[[Any], Iterable[Any]], next: Operator, dead: DeadLetters
-    ) -> None:
-        super().__init__(node_id)
-        self.fn = fn
-        self.next = next
-        self.dead = dead
+    __slots__ = ()
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         try:
