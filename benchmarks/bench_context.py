@@ -11,15 +11,12 @@ timeit reading) and their median. Absolute values drift with the machine; compar
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import random
 import statistics
-import sys
 import time
-import timeit
-from collections.abc import Callable
 from pathlib import Path
+
+from _common import environment, per_call_us, write_result
 
 from cadenza.scheduling import (
     Scheduler,
@@ -30,12 +27,6 @@ from cadenza.scheduling import (
     encode_context,
     get_policy,
 )
-
-
-def _per_call_us(fn: Callable[[], object], number: int, repeat: int) -> dict[str, float]:
-    times = timeit.repeat(fn, number=number, repeat=repeat)
-    per_call = [t / number * 1e6 for t in times]
-    return {"best_us": round(min(per_call), 4), "median_us": round(statistics.median(per_call), 4)}
 
 
 def _typical_context() -> SchedulingContext:
@@ -63,10 +54,10 @@ def bench_codec(number: int, repeat: int) -> dict[str, dict[str, float]]:
         return decode_context(many[next(cursor) & 4095])
 
     return {
-        "encode": _per_call_us(lambda: encode_context(ctx), number, repeat),
-        "decode": _per_call_us(lambda: decode_context(data), number, repeat),
-        "decode_uncached_ids": _per_call_us(decode_uncached, number, repeat),
-        "decode_garbled": _per_call_us(lambda: decode_context(garbled), number, repeat),
+        "encode": per_call_us(lambda: encode_context(ctx), number, repeat),
+        "decode": per_call_us(lambda: decode_context(data), number, repeat),
+        "decode_uncached_ids": per_call_us(decode_uncached, number, repeat),
+        "decode_garbled": per_call_us(lambda: decode_context(garbled), number, repeat),
         "header_bytes": {"typical": float(len(data))},
     }
 
@@ -157,9 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     result: dict[str, object] = {
-        "python": sys.version.split()[0],
-        "implementation": platform.python_implementation(),
-        "machine": platform.machine(),
+        **environment(),
         "settings": {
             "number": args.number,
             "repeat": args.repeat,
@@ -188,10 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             f"median {numbers['backlog_median_us']:7.3f}"
         )
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / "context_codec.json"
-        path.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"wrote {path}")
+        write_result(args.out, "context_codec.json", result)
     return 0
 
 

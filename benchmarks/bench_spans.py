@@ -20,15 +20,11 @@ disturbed run) and their median. Absolute values drift with the machine; compare
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import random
-import statistics
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
+from _common import environment, per_call_us, summary_us, write_result
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from cadenza.infra.metrics import Span, SpanEmitter, encode_span, names
@@ -54,10 +50,6 @@ class NullSink:
         pass
 
 
-def _summary(per_call: list[float]) -> dict[str, float]:
-    return {"best_us": round(min(per_call), 4), "median_us": round(statistics.median(per_call), 4)}
-
-
 def bench_emit(ratio: float, number: int, repeat: int, chunk: int = 10_000) -> dict[str, float]:
     """``emit`` per call; the buffer is drained between timed chunks so it never fills."""
     rng = random.Random(1)
@@ -80,7 +72,7 @@ def bench_emit(ratio: float, number: int, repeat: int, chunk: int = 10_000) -> d
             emitter.flush()  # no sender thread: drains inline, untimed
         results.append(elapsed / (max(1, number // chunk) * chunk) * 1e6)
     assert emitter.dropped == 0
-    summary = _summary(results)
+    summary = summary_us(results)
     summary["kept_share"] = round(kept / (repeat * max(1, number // chunk) * chunk), 4)
     return summary
 
@@ -112,7 +104,7 @@ def bench_send(number: int, repeat: int) -> dict[str, float]:
         sent = emitter.poll()
         results.append((time.perf_counter() - start) / number * 1e6)
         assert sent == number
-    return _summary(results)
+    return summary_us(results)
 
 
 def bench_fastavro_encode(number: int, repeat: int) -> dict[str, float]:
@@ -132,17 +124,7 @@ def bench_fastavro_encode(number: int, repeat: int) -> dict[str, float]:
         True,
         1.0,
     )
-    return _per_call(lambda: encode_span(span), number, repeat)
-
-
-def _per_call(fn: Callable[[], object], number: int, repeat: int) -> dict[str, float]:
-    results: list[float] = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        results.append((time.perf_counter() - start) / number * 1e6)
-    return _summary(results)
+    return per_call_us(lambda: encode_span(span), number, repeat)
 
 
 def bench_record(number: int, repeat: int) -> dict[str, dict[str, float]]:
@@ -169,8 +151,8 @@ def bench_record(number: int, repeat: int) -> dict[str, dict[str, float]]:
         run_child.observe(0.0004)
 
     return {
-        "cadenza_prebound": _per_call(cadenza, number, repeat),
-        "prometheus_client_children": _per_call(client, number, repeat),
+        "cadenza_prebound": per_call_us(cadenza, number, repeat),
+        "prometheus_client_children": per_call_us(client, number, repeat),
     }
 
 
@@ -184,9 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     result: dict[str, object] = {
-        "python": sys.version.split()[0],
-        "implementation": platform.python_implementation(),
-        "machine": platform.machine(),
+        **environment(),
         "settings": {"number": args.number, "repeat": args.repeat},
         "emit": {
             "ratio_1.0": bench_emit(1.0, args.number, args.repeat),
@@ -216,10 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, numbers in record.items():
         print(f"  {name:28s} best {numbers['best_us']:7.3f}   median {numbers['median_us']:7.3f}")
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / "spans.json"
-        path.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"wrote {path}")
+        write_result(args.out, "spans.json", result)
     return 0
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import threading
@@ -24,6 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from _common import environment, write_result
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from pydantic import BaseModel
 
@@ -174,8 +173,7 @@ def run(settings: KafkaSettings, records: int, batch_size: int) -> dict[str, Any
         "group_join_seconds": round(join_s, 3),
         "input_produce_seconds": round(produce_s, 3),
         "worker_counters": worker.counters.snapshot(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
+        **environment(),
     }
 
 
@@ -192,16 +190,14 @@ def main() -> None:
     if args.count:
         count_outputs(args.bootstrap, args.count, args.expected, args.timeout)
         return
-    args.out.mkdir(parents=True, exist_ok=True)
     if args.bootstrap:
         result = run(KafkaSettings.load(bootstrap_servers=args.bootstrap), args.records, args.batch_size)
     else:
         with EmbeddedBroker() as broker:
             settings = KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers)
             result = run(settings, args.records, args.batch_size)
-    path = args.out / "worker_throughput.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
+    path = write_result(args.out, "worker_throughput.json", result)
     rate, seconds = result["records_per_second"], result["seconds"]
     print(f"{rate:,} records/s ({args.records:,} records in {seconds} s); written to {path}")
 
