@@ -22,7 +22,11 @@ from cadenza.errors import ConfigError
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
 
 #: Keys whose values must never be shown; used by :func:`redact`.
-SECRET_CONFIG_KEYS = frozenset({"sasl.password", "ssl.key.password", "ssl.keystore.password"})
+SECRET_CONFIG_KEYS = frozenset(
+    {"sasl.password", "ssl.key.password", "ssl.keystore.password", "basic.auth.user.info"}
+)
+
+_REGISTRY_URL = re.compile(r"^https?://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+)(:\d{1,5})?(/[^\s@]*)?$")
 
 
 class SecurityProtocol(StrEnum):
@@ -47,7 +51,8 @@ class KafkaSettings(BaseSettings):
     ``CADENZA_SASL_MECHANISM``, ``CADENZA_SASL_USERNAME``, ``CADENZA_SASL_PASSWORD``,
     ``CADENZA_SSL_CA_LOCATION``, ``CADENZA_SSL_CERTIFICATE_LOCATION``, ``CADENZA_SSL_KEY_LOCATION``,
     ``CADENZA_SSL_KEY_PASSWORD``, ``CADENZA_CLIENT_ID``, ``CADENZA_SESSION_TIMEOUT_MS``,
-    ``CADENZA_REQUEST_TIMEOUT_MS``, ``CADENZA_DELIVERY_TIMEOUT_MS``.
+    ``CADENZA_REQUEST_TIMEOUT_MS``, ``CADENZA_DELIVERY_TIMEOUT_MS``, ``CADENZA_SCHEMA_REGISTRY_URL``,
+    ``CADENZA_SCHEMA_REGISTRY_USERNAME``, ``CADENZA_SCHEMA_REGISTRY_PASSWORD``.
     """
 
     model_config = SettingsConfigDict(env_prefix="CADENZA_", extra="ignore", validate_default=True)
@@ -85,6 +90,33 @@ class KafkaSettings(BaseSettings):
             "(5 minutes) hides an unreachable cluster for too long."
         ),
     )
+
+    schema_registry_url: str | None = Field(
+        default=None,
+        description=(
+            "Confluent Schema Registry URL (http(s)://host:port[/path]); when set, Avro topics use the "
+            "registry wire format."
+        ),
+    )
+    schema_registry_username: str | None = Field(
+        default=None, description="Schema Registry basic-auth user (API key)."
+    )
+    schema_registry_password: SecretStr | None = Field(
+        default=None, description="Schema Registry basic-auth password (API secret; never logged)."
+    )
+
+    @field_validator("schema_registry_url")
+    @classmethod
+    def _check_registry_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        url = value.strip().rstrip("/")
+        if not _REGISTRY_URL.match(url):
+            raise ValueError(
+                "schema_registry_url must be http(s)://host[:port][/path] (e.g. http://127.0.0.1:8081), "
+                "without credentials (use schema_registry_username/password)"
+            )
+        return url
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -128,6 +160,10 @@ class KafkaSettings(BaseSettings):
                 raise ValueError(f"SSL file {str(path)!r} does not exist or is not a file")
         if (self.ssl_certificate_location is None) != (self.ssl_key_location is None):
             raise ValueError("ssl_certificate_location and ssl_key_location must be given together")
+        if (self.schema_registry_username is None) != (self.schema_registry_password is None):
+            raise ValueError("schema_registry_username and schema_registry_password must be given together")
+        if self.schema_registry_username is not None and self.schema_registry_url is None:
+            raise ValueError("Schema Registry credentials are given but schema_registry_url is not")
         return self
 
     @classmethod
@@ -163,6 +199,19 @@ class KafkaSettings(BaseSettings):
             config["ssl.key.location"] = str(self.ssl_key_location)
         if self.ssl_key_password is not None:
             config["ssl.key.password"] = self.ssl_key_password.get_secret_value()
+        return config
+
+    def schema_registry_config(self) -> dict[str, str] | None:
+        """The Schema Registry client's settings, or ``None`` without a URL; the secret is revealed
+        only here. The CA bundle given for the brokers verifies the registry too."""
+        if self.schema_registry_url is None:
+            return None
+        config = {"url": self.schema_registry_url}
+        if self.schema_registry_username is not None and self.schema_registry_password is not None:
+            password = self.schema_registry_password.get_secret_value()
+            config["basic.auth.user.info"] = f"{self.schema_registry_username}:{password}"
+        if self.ssl_ca_location is not None and self.schema_registry_url.startswith("https://"):
+            config["ssl.ca.location"] = str(self.ssl_ca_location)
         return config
 
 

@@ -1,4 +1,5 @@
-"""Operator building blocks that are pure logic: windows, aggregators, watermarks, window aggregation."""
+"""Operator building blocks that are pure logic: windows, aggregators, watermarks, window aggregation,
+the windowed join."""
 
 from cadenza.operators.aggregations import Aggregate, Aggregator, Count, Max, Mean, Min, Sum, aggregate
 from cadenza.operators.event_time import (
@@ -9,6 +10,7 @@ from cadenza.operators.event_time import (
     WindowFailure,
     WindowResult,
 )
+from cadenza.operators.join import LEFT, RIGHT, JoinMatch, WindowedJoin
 from cadenza.operators.windows import (
     HoppingWindows,
     SessionStore,
@@ -25,10 +27,13 @@ from cadenza.operators.windows import (
 )
 
 __all__ = [
+    "LEFT",
+    "RIGHT",
     "Aggregate",
     "Aggregator",
     "Count",
     "HoppingWindows",
+    "JoinMatch",
     "Late",
     "Max",
     "Mean",
@@ -45,6 +50,7 @@ __all__ = [
     "WindowFailure",
     "WindowResult",
     "WindowedAggregation",
+    "WindowedJoin",
     "aggregate",
     "hopping",
     "merge_session",

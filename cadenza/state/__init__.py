@@ -5,6 +5,7 @@ keys and values into bytes, ``restore`` reads changelog partitions back from the
 """
 
 from cadenza.state.changelog import ChangelogReplay, ChangelogView, ChangelogWrite
+from cadenza.state.factory import STORE_KINDS, StoreFactory, StoreKind, store_factory
 from cadenza.state.restore import restore_changelogs
 from cadenza.state.serde import (
     POSITION_KEY,
@@ -21,6 +22,7 @@ from cadenza.state.store import InMemoryStateStore, StateStore
 
 __all__ = [
     "POSITION_KEY",
+    "STORE_KINDS",
     "ChangelogReplay",
     "ChangelogView",
     "ChangelogWrite",
@@ -28,6 +30,8 @@ __all__ = [
     "Position",
     "StateDecodeError",
     "StateStore",
+    "StoreFactory",
+    "StoreKind",
     "decode_key",
     "decode_position",
     "decode_value",
@@ -35,4 +39,5 @@ __all__ = [
     "encode_position",
     "encode_value",
     "restore_changelogs",
+    "store_factory",
 ]

@@ -157,13 +157,16 @@ class Position:
     seen per watermark input: the upstream partitions of a repartitioned input, or 0) rebuild the
     watermark, so records that were late before a crash stay late after it. ``origins``: for input
     read from a repartition topic, per upstream partition the largest ``(offset, sequence)`` applied,
-    so copies of records an upstream wrote twice are skipped too.
+    so copies of records an upstream wrote twice are skipped too. ``inputs``: for a step reading
+    several inputs (a join: 0 is the left side, 1 the right), the next offset not yet applied per
+    input, since one offset cannot describe two topics; ``offset`` is then unused (-1).
     """
 
     offset: int
     watermark: float = -math.inf
     event_times: dict[int, float] = field(default_factory=dict)
     origins: dict[int, tuple[int, int]] = field(default_factory=dict)
+    inputs: dict[int, int] = field(default_factory=dict)
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -177,6 +180,7 @@ def encode_position(position: Position) -> bytes:
             "watermark": _finite_or_none(position.watermark),
             "event_times": {str(p): _finite_or_none(t) for p, t in position.event_times.items()},
             "origins": {str(p): [o, s] for p, (o, s) in position.origins.items()},
+            "inputs": {str(i): o for i, o in position.inputs.items()},
         }
     )
 
@@ -193,6 +197,7 @@ def decode_position(data: bytes) -> Position:
                 for p, t in (raw.get("event_times") or {}).items()
             },
             origins={int(p): (int(o), int(s)) for p, (o, s) in (raw.get("origins") or {}).items()},
+            inputs={int(i): int(o) for i, o in (raw.get("inputs") or {}).items()},
         )
     except Exception as exc:
         raise StateDecodeError(f"cannot decode changelog position: {type(exc).__name__}: {exc}") from exc

@@ -5,7 +5,9 @@ must go with it (and nothing else), and when one is assigned its state is rebuil
 partition's changelog alone. ``None`` is not a storable value: it means "absent", which is also what a
 changelog tombstone restores to.
 
-A RocksDB-backed store can implement the same protocol later; the worker only uses these methods.
+Two implementations: :class:`InMemoryStateStore` here, and
+:class:`~cadenza.state.rocksdb_store.RocksDBStateStore` for state larger than memory;
+:func:`~cadenza.state.factory.store_factory` picks one. The worker only uses these methods.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ class StateStore(Protocol):
 
     def drop(self, partition: int) -> None:
         """Forget everything about ``partition`` (it was revoked or lost)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the store holds (files, handles); the store is not used afterwards."""
         ...
 
 
@@ -82,6 +88,9 @@ class InMemoryStateStore:
 
     def drop(self, partition: int) -> None:
         self._partitions.pop(partition, None)
+
+    def close(self) -> None:
+        self._partitions.clear()
 
     @property
     def partitions(self) -> list[int]:

@@ -1,7 +1,10 @@
 """The decode stage: a consumed Kafka record becomes a :class:`~cadenza.worker.unit.Unit`, or a dead letter.
 
 Source topics are decoded with the source's declared value format and model (and key type, when the
-source is keyed); event time comes from the declared field or function, or from the Kafka record
+source is keyed); an Avro source reads the Confluent Schema Registry wire format (subject
+``<topic>-value``) when the worker has a registry client (:func:`make_registry_client`: configured by
+``KafkaSettings.schema_registry_url``), schemaless Avro with a fingerprint header otherwise. Event
+time comes from the declared field or function, or from the Kafka record
 timestamp, and is computed only when a window downstream needs it. Repartition topics carry what a
 ``key_by`` upstream wrote (see :mod:`cadenza.worker.wire`).
 
@@ -18,17 +21,26 @@ from typing import Any
 from confluent_kafka import Message
 from pydantic import BaseModel
 
-from cadenza.errors import ConfigError
+from cadenza.errors import CadenzaError, ConfigError
 from cadenza.infra.kafka.headers import get_header
 from cadenza.pipelines import NodeSpec
 from cadenza.pipelines.graph import NodeFunctions
-from cadenza.schemas import DecodeError, Headers, ValueCodec, codec_for
+from cadenza.schemas import DecodeError, Headers, SchemaRegistryLike, ValueCodec, codec_for
+from cadenza.settings import KafkaSettings
 from cadenza.state import decode_key
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import ORIGIN_HEADER, decode_record_value, unpack_origin
 
-__all__ = ["Decoder", "RepartitionDecoder", "SourceDecoder", "event_time_seconds"]
+__all__ = [
+    "Decoder",
+    "RepartitionDecoder",
+    "SchemaRegistryUnavailableError",
+    "SourceDecoder",
+    "event_time_seconds",
+    "make_registry_client",
+    "value_codec",
+]
 
 KeyDecoder = Callable[[bytes | None], Any]
 
@@ -50,6 +62,46 @@ def event_time_seconds(raw: Any) -> float:
     if seconds - seconds != 0.0:
         raise ValueError(f"event time must be finite, got {raw!r}")
     return seconds
+
+
+def make_registry_client(settings: KafkaSettings) -> SchemaRegistryLike | None:
+    """confluent-kafka's Schema Registry client for ``settings``, or ``None`` when no URL is set.
+
+    Made once per worker: the client caches schemas, so each schema id is fetched once. It connects
+    lazily, on the first schema lookup, so a registry that is down fails the first Avro record (which
+    is not dead-lettered: see :class:`~cadenza.schemas.RegistryAvroCodec`), not the worker start.
+    """
+    config = settings.schema_registry_config()
+    if config is None:
+        return None
+    try:
+        from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415 - optional extra
+    except ImportError as exc:  # pragma: no cover - the dev extra installs it
+        raise ConfigError(
+            "schema_registry_url is set but the Schema Registry client is missing: "
+            "pip install 'confluent-kafka[schemaregistry]'"
+        ) from exc
+    client: SchemaRegistryLike = SchemaRegistryClient(config)
+    return client
+
+
+def value_codec(
+    value_format: str,
+    model: type[BaseModel] | None,
+    topic: str,
+    registry_client: SchemaRegistryLike | None = None,
+) -> ValueCodec[Any]:
+    """The codec of a topic's values: JSON, or Avro (registry framed when there is a registry client).
+
+    Shared by sources and, once the sink takes it, Avro sinks, so both ends of a topic agree.
+    """
+    if value_format == "avro":
+        return codec_for("avro", model, registry_client, subject=f"{topic}-value")
+    return codec_for("json", model)
+
+
+class SchemaRegistryUnavailableError(CadenzaError):
+    """The registry did not answer (network, auth): the record may be fine, so it is not dead-lettered."""
 
 
 class Decoder:
@@ -110,7 +162,7 @@ def _header_list(message: Message) -> Headers | None:
 class SourceDecoder(Decoder):
     """Decodes with the source's codec; JSON values of a model take a shortcut (see ``fast``)."""
 
-    __slots__ = ("codec", "fast", "key_decoder", "timestamp", "with_headers")
+    __slots__ = ("codec", "fast", "key_decoder", "registry", "timestamp", "with_headers")
 
     def __init__(
         self,
@@ -120,6 +172,7 @@ class SourceDecoder(Decoder):
         dead: DeadLetters,
         *,
         needs_event_time: bool,
+        registry_client: SchemaRegistryLike | None = None,
     ) -> None:
         super().__init__(pipeline, node.id, dead, needs_event_time=needs_event_time)
         value_format = str(node.parameters["format"])
@@ -127,11 +180,14 @@ class SourceDecoder(Decoder):
             raise ConfigError(
                 f"pipeline {pipeline!r}, step {node.id!r}: an Avro source needs value=Model to read with"
             )
-        self.codec: ValueCodec[Any] = codec_for(
-            "avro" if value_format == "avro" else "json", functions.value_model
+        self.codec: ValueCodec[Any] = value_codec(
+            value_format, functions.value_model, str(node.parameters["topic"]), registry_client
         )
-        # Only Avro reads headers (the schema fingerprint); JSON decoding skips building the header list.
-        self.with_headers = value_format == "avro"
+        # Only schemaless Avro reads headers (the schema fingerprint); JSON and registry-framed Avro
+        # (the schema id is in the value) skip building the header list.
+        self.with_headers = value_format == "avro" and registry_client is None
+        #: A registry that cannot be reached stops the worker instead of dead-lettering good records.
+        self.registry = value_format == "avro" and registry_client is not None
         # JSON into a model is the common case: call pydantic's validator directly, saving the codec's two
         # Python-level calls per record. On failure the codec decodes again, so a bad record gets exactly
         # the codec's DecodeError (and a record only the codec accepts is still accepted).
@@ -157,6 +213,8 @@ class SourceDecoder(Decoder):
                     value = self.codec.decode(raw)
             elif self.with_headers:
                 value = self.codec.decode(raw, _header_list(message))
+            elif self.registry:
+                value = self._registry_decode(raw, topic, partition, offset)
             else:
                 value = self.codec.decode(raw)
             key_decoder = self.key_decoder
@@ -168,10 +226,24 @@ class SourceDecoder(Decoder):
                     event_time = message.timestamp()[1] / 1000.0
                 else:
                     event_time = event_time_seconds(timestamp(value))
+        except SchemaRegistryUnavailableError:
+            raise
         except Exception as exc:
             self._failed(message, topic, partition, offset, exc)
             return None
         return Unit(self.pipeline, self.entry, topic, partition, offset, key, value, event_time, message)
+
+    def _registry_decode(self, raw: bytes, topic: str, partition: int, offset: int) -> Any:
+        try:
+            return self.codec.decode(raw)
+        except DecodeError:
+            raise
+        except Exception as exc:  # the registry could not be asked: nothing is known about the record
+            raise SchemaRegistryUnavailableError(
+                f"{topic}[{partition}]@{offset}: the Schema Registry could not be asked for the record's "
+                f"schema ({type(exc).__name__}: {exc}); the record is not dead-lettered and is read again "
+                "after a restart, once the registry answers"
+            ) from exc
 
 
 class RepartitionDecoder(Decoder):

@@ -1,4 +1,4 @@
-"""Restoring window state when partitions are assigned.
+"""Restoring the state of stateful steps (windows, joins) when partitions are assigned.
 
 Runs inside the consumer's assignment callback, so a partition's state (and its position: which
 input it already holds) is back before the first record of that partition is fetched. All changelog
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 
 from confluent_kafka import Consumer
 
@@ -16,7 +17,7 @@ from cadenza.infra.kafka.clients import ClientErrors, make_consumer
 from cadenza.settings import KafkaSettings
 from cadenza.state import StateDecodeError, restore_changelogs
 from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.operators.window import WindowOp
+from cadenza.worker.operators.stateful import StatefulStep
 
 __all__ = ["StateRestorer"]
 
@@ -24,7 +25,7 @@ _log = logging.getLogger("cadenza.worker")
 
 
 class StateRestorer:
-    """Reads changelogs back into window operators; owns the (group-less) restore consumer."""
+    """Reads changelogs back into stateful steps; owns the (group-less) restore consumer."""
 
     def __init__(self, settings: KafkaSettings, group: str, counters: WorkerCounters, timeout: float) -> None:
         self._settings = settings
@@ -33,8 +34,11 @@ class StateRestorer:
         self._timeout = timeout
         self._consumer: tuple[Consumer, ClientErrors] | None = None
 
-    def restore(self, wanted: list[tuple[WindowOp, int]]) -> None:
-        """Restore each (window operator, input partition) from its changelog partition."""
+    def restore(self, wanted: Sequence[tuple[StatefulStep, int]]) -> None:
+        """Restore each (stateful step, input partition) from its changelog partition.
+
+        Both inputs of a join may be listed for one partition: the changelog partition is read once.
+        """
         if not wanted:
             return
         if self._consumer is None:
@@ -46,7 +50,7 @@ class StateRestorer:
             self._settings,
             consumer,
             errors,
-            [(window.changelog_topic, partition) for window, partition in wanted],
+            list(dict.fromkeys((window.changelog_topic, partition) for window, partition in wanted)),
             timeout=self._timeout,
         )
         for window, partition in wanted:

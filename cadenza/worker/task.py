@@ -1,7 +1,14 @@
 """Assembling a sub-topology into runnable operators: a :class:`Task` per sub-topology.
 
 Operators are built from the last step back to the first, so each is created with its downstream
-already in hand and the run stage is a plain chain of method calls.
+already in hand and the run stage is a plain chain of method calls. A join and the steps after it
+belong to the sub-topologies of both of its inputs; they are built once per pipeline and shared, each
+sub-topology entering the join through the :class:`~cadenza.worker.operators.join.JoinInput` of its
+side.
+
+Hooks the worker passes in: ``store_factory`` makes each stateful step's store (memory by default,
+see :func:`cadenza.state.store_factory`); ``registry_client`` makes Avro sources read the Confluent
+Schema Registry wire format (see :func:`cadenza.worker.decode.make_registry_client`).
 """
 
 from __future__ import annotations
@@ -14,12 +21,17 @@ from confluent_kafka import Message
 
 from cadenza.pipelines import PipelineGraph
 from cadenza.pipelines.graph import NodeFunctions, TopicFormat
+from cadenza.schemas import SchemaRegistryLike
+from cadenza.state import StateStore, StoreFactory
+from cadenza.state import store_factory as make_store_factory
 from cadenza.state.safe_codec import register_function_models, register_model
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.decode import Decoder, RepartitionDecoder, SourceDecoder
 from cadenza.worker.operators.base import Operator, chain
+from cadenza.worker.operators.join import JoinOp
 from cadenza.worker.operators.routing import KeyByOp, SinkOp
+from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.operators.stateless import BranchOp, FilterOp, FlatMapOp, MapOp
 from cadenza.worker.operators.window import WindowOp
 from cadenza.worker.output import Output
@@ -31,18 +43,30 @@ __all__ = ["Task", "build_tasks"]
 
 @dataclass
 class Task:
-    """A runnable sub-topology: decode records of ``subtopology.input_topic``, then run them."""
+    """A runnable sub-topology: decode records of ``subtopology.input_topic``, then run them.
+
+    ``windows`` are the stateful steps whose state follows this task's input partitions (window
+    aggregates and join inputs): restored when a partition is assigned, dropped when it goes.
+    ``stores`` are the state stores of this task's steps (a shared join's store appears in both of
+    its tasks); :meth:`close` releases them.
+    """
 
     subtopology: SubTopology
     decoder: Decoder
     root: Operator
-    windows: list[WindowOp] = field(default_factory=list)
+    windows: list[StatefulStep] = field(default_factory=list)
+    stores: list[StateStore] = field(default_factory=list)
 
     def decode(self, message: Message, topic: str, partition: int, offset: int) -> Unit | None:
         return self.decoder.decode(message, topic, partition, offset)
 
     def run(self, unit: Unit) -> None:
         self.root.process(unit, unit.key, unit.value, unit.event_time, None)
+
+    def close(self) -> None:
+        """Release the state stores (files of a RocksDB store); safe to call more than once."""
+        for store in self.stores:
+            store.close()
 
 
 def _fn(functions: NodeFunctions, graph: PipelineGraph, node_id: str) -> Callable[[Any], Any]:
@@ -63,6 +87,10 @@ class _Builder:
         counters: WorkerCounters,
         dead: DeadLetters,
         idle_timeout: float | None,
+        shared: dict[str, Operator],
+        shared_ids: set[str],
+        stores: StoreFactory,
+        registry_client: SchemaRegistryLike | None,
     ) -> None:
         self.graph = graph
         self.sub = sub
@@ -70,35 +98,69 @@ class _Builder:
         self.counters = counters
         self.dead = dead
         self.idle_timeout = idle_timeout
+        self.shared = shared
+        self.shared_ids = shared_ids
+        self.stores = stores
+        self.registry_client = registry_client
         self.members = set(sub.nodes)
         self.built: dict[str, Operator] = {}
-        self.windows: list[WindowOp] = []
-        self.ports: dict[str, dict[int, list[str]]] = {}
+        self.windows: list[StatefulStep] = []
+        self.task_stores: list[StateStore] = []
+        #: Per source step and output port, its consumers and which of their inputs each port feeds.
+        self.ports: dict[str, dict[int, list[tuple[str, int]]]] = {}
         for edge in graph.edges:
-            self.ports.setdefault(edge.source, {}).setdefault(edge.port, []).append(edge.target)
+            self.ports.setdefault(edge.source, {}).setdefault(edge.port, []).append((edge.target, edge.input))
 
     def downstream(self, node_id: str, port: int = 0) -> Operator:
-        """What ``node_id`` emits to on ``port``: its consumers in this sub-topology, already built."""
-        targets = [t for t in self.ports.get(node_id, {}).get(port, []) if t in self.members]
-        return chain(node_id, [self.built[t] for t in targets])
+        """What ``node_id`` emits to on ``port``: its consumers in this sub-topology, already built
+        (for a join, the input the edge feeds)."""
+        outs: list[Operator] = []
+        for target, index in self.ports.get(node_id, {}).get(port, []):
+            if target not in self.members:
+                continue
+            built = self.built[target]
+            outs.append(built.inputs[index] if isinstance(built, JoinOp) else built)
+        return chain(node_id, outs)
 
     def task(self) -> Task:
         graph, sub = self.graph, self.sub
         for node_id in reversed(sub.nodes):
-            if graph.node(node_id).kind != "source":
-                self.built[node_id] = self.operator(node_id)
+            if graph.node(node_id).kind == "source":
+                continue
+            existing = self.shared.get(node_id)
+            if existing is None:
+                existing = self.operator(node_id)
+                if node_id in self.shared_ids:
+                    self.shared[node_id] = existing
+            elif isinstance(existing, JoinOp):
+                self.task_stores.append(existing.store)
+            self.built[node_id] = existing
+            if isinstance(existing, JoinOp):
+                self.windows.extend(existing.inputs[index] for index in self.join_inputs_here(node_id))
         decoder: Decoder
         if sub.input_kind == "source":
             functions = graph.functions.get(sub.entry, NodeFunctions())
             decoder = SourceDecoder(
-                graph.name, graph.node(sub.entry), functions, self.dead, needs_event_time=sub.needs_event_time
+                graph.name,
+                graph.node(sub.entry),
+                functions,
+                self.dead,
+                needs_event_time=sub.needs_event_time,
+                registry_client=self.registry_client,
             )
         else:
             decoder = RepartitionDecoder(
                 graph.name, sub.entry, self.dead, needs_event_time=sub.needs_event_time
             )
         self.windows.reverse()
-        return Task(sub, decoder, self.downstream(sub.entry), self.windows)
+        return Task(sub, decoder, self.downstream(sub.entry), self.windows, self.task_stores)
+
+    def join_inputs_here(self, node_id: str) -> list[int]:
+        """Which inputs of join ``node_id`` this sub-topology feeds (both, when one stream feeds both)."""
+        here = self.members | {self.sub.entry}
+        return sorted(
+            {edge.input for edge in self.graph.edges if edge.target == node_id and edge.source in here}
+        )
 
     def operator(self, node_id: str) -> Operator:
         graph, dead, counters = self.graph, self.dead, self.counters
@@ -127,6 +189,8 @@ class _Builder:
             return BranchOp(node_id, functions.predicates, ports, dead)
         if kind == "window_aggregate":
             return self.window(node_id)
+        if kind == "join":
+            return self.join(node_id)
         raise UnsupportedStepError(
             f"pipeline {graph.name!r}, step {node_id!r}: {kind} is not supported by the worker yet"
         )
@@ -140,7 +204,15 @@ class _Builder:
                 "is not supported yet (window results are written as JSON); use format='json'"
             )
         topic = str(node.parameters["topic"])
-        return SinkOp(node_id, topic, fmt, output=self.output, dead=self.dead, counters=self.counters)
+        return SinkOp(
+            node_id,
+            topic,
+            fmt,
+            output=self.output,
+            dead=self.dead,
+            counters=self.counters,
+            registry_client=self.registry_client,
+        )
 
     def window(self, node_id: str) -> WindowOp:
         graph = self.graph
@@ -152,6 +224,7 @@ class _Builder:
                 "a changelog topic"
             )
         source = graph.node(upstream_source(graph, node_id))
+        store = self.new_store(node_id)
         window = WindowOp(
             node_id,
             spec,
@@ -162,10 +235,42 @@ class _Builder:
             next=self.downstream(node_id),
             dead=self.dead,
             counters=self.counters,
+            store=store,
             idle_timeout=self.idle_timeout,
         )
         self.windows.append(window)
         return window
+
+    def join(self, node_id: str) -> JoinOp:
+        graph = self.graph
+        node = graph.node(node_id)
+        if node.changelog_topic is None or len(node.upstream) != 2:
+            raise UnsupportedStepError(
+                f"pipeline {graph.name!r}, step {node_id!r}: a join needs two inputs and a changelog topic"
+            )
+        # Event time of both sides meets in one watermark: allow the larger of their sources' disorder.
+        disorder = max(
+            float(str(graph.node(upstream_source(graph, up)).parameters.get("max_out_of_orderness_s", 0.0)))
+            for up in node.upstream
+        )
+        return JoinOp(
+            node_id,
+            within=float(str(node.parameters.get("within_s", 0.0))),
+            allowed_lateness=float(str(node.parameters.get("allowed_lateness_s", 0.0))),
+            on=graph.functions.get(node_id, NodeFunctions()).on,
+            max_out_of_orderness=disorder,
+            changelog_topic=node.changelog_topic,
+            next=self.downstream(node_id),
+            dead=self.dead,
+            counters=self.counters,
+            store=self.new_store(node_id),
+            idle_timeout=self.idle_timeout,
+        )
+
+    def new_store(self, node_id: str) -> StateStore:
+        store = self.stores(f"{self.graph.name}/{node_id}")
+        self.task_stores.append(store)
+        return store
 
     def after_window(self, node_id: str) -> bool:
         """Whether a window aggregate of this sub-topology is upstream of ``node_id``."""
@@ -187,8 +292,15 @@ def build_tasks(
     subtopologies: list[SubTopology] | None = None,
     *,
     idle_timeout: float | None = None,
+    store_factory: StoreFactory | None = None,
+    registry_client: SchemaRegistryLike | None = None,
 ) -> list[Task]:
-    """One task per sub-topology of ``graph`` (see :func:`cadenza.worker.topology.split`)."""
+    """One task per sub-topology of ``graph`` (see :func:`cadenza.worker.topology.split`).
+
+    ``store_factory``: where stateful steps keep state (in memory when not given).
+    ``registry_client``: Avro sources then read the Schema Registry wire format (subject
+    ``<topic>-value``).
+    """
     subtopologies = split(graph) if subtopologies is None else subtopologies
     for functions in graph.functions.values():  # the models repartition and changelog bytes may name
         register_model(functions.value_model)
@@ -196,7 +308,28 @@ def build_tasks(
         for fn in (functions.fn, functions.init, functions.add, functions.merge, functions.result):
             register_function_models(fn)
     dead = DeadLetters(graph.dead_letter_topic, graph.late_topic, output, counters)
+    stores = store_factory if store_factory is not None else _default_stores
+    appearances: dict[str, int] = {}
+    for sub in subtopologies:
+        for node_id in sub.nodes:
+            appearances[node_id] = appearances.get(node_id, 0) + 1
+    shared_ids = {node_id for node_id, count in appearances.items() if count > 1}
+    shared: dict[str, Operator] = {}
     return [
-        _Builder(graph, sub, output=output, counters=counters, dead=dead, idle_timeout=idle_timeout).task()
+        _Builder(
+            graph,
+            sub,
+            output=output,
+            counters=counters,
+            dead=dead,
+            idle_timeout=idle_timeout,
+            shared=shared,
+            shared_ids=shared_ids,
+            stores=stores,
+            registry_client=registry_client,
+        ).task()
         for sub in subtopologies
     ]
+
+
+_default_stores = make_store_factory("memory")

@@ -11,13 +11,21 @@ Pure logic over :class:`~cadenza.pipelines.PipelineGraph`: no Kafka here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from cadenza.errors import CadenzaError
 from cadenza.pipelines import PipelineGraph
 
-__all__ = ["SubTopology", "UnsupportedStepError", "check_supported", "split", "upstream_source"]
+__all__ = [
+    "SubTopology",
+    "UnsupportedStepError",
+    "check_copartitioned",
+    "check_supported",
+    "split",
+    "upstream_source",
+]
 
 InputKind = Literal["source", "repartition"]
 
@@ -33,8 +41,9 @@ class SubTopology:
     ``entry`` is the step records enter through: the ``source`` step for a source topic, or the
     ``key_by`` step whose repartition topic is read (the key_by itself runs upstream). ``nodes`` are
     the steps run here in topological order (for a source sub-topology, starting with the source).
-    ``needs_event_time`` says whether event time must be computed: a window runs here or downstream of
-    one of this sub-topology's repartition topics.
+    ``needs_event_time`` says whether event time must be computed: a window or join runs here or
+    downstream of one of this sub-topology's repartition topics. A join belongs to the sub-topologies
+    of both of its inputs (and so do the steps after it), which share its one operator.
     """
 
     pipeline: str
@@ -53,12 +62,54 @@ class SubTopology:
 
 
 def check_supported(graph: PipelineGraph) -> None:
-    """Raise :class:`UnsupportedStepError` naming the pipeline and step if the worker cannot run it."""
+    """Raise :class:`UnsupportedStepError` naming the pipeline and step if the worker cannot run it.
+
+    A join's output runs in both of its inputs' sub-topologies (records arrive from two topics), so
+    what follows a join up to its sinks must not depend on which input partition and offset a record
+    came from: a window, another join or a key_by there would mix the two inputs' offsets in one
+    position (windows, joins) or one origin (key_by). Those are refused until they carry the input.
+    """
+    kinds = {node.id: node.kind for node in graph.nodes}
     for node in graph.nodes:
-        if node.kind == "join":
+        if node.kind != "join":
+            continue
+        stack = list(graph.downstream(node.id))
+        seen: set[str] = set()
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            kind = kinds[current]
+            if kind in ("window_aggregate", "join", "key_by"):
+                raise UnsupportedStepError(
+                    f"pipeline {graph.name!r}, step {current!r}: a {kind} after the join {node.id!r} is "
+                    "not supported by the worker yet; put a sink after the join and read that topic "
+                    "in another pipeline"
+                )
+            if kind != "sink":
+                stack.extend(graph.downstream(current))
+
+
+def check_copartitioned(
+    graph: PipelineGraph, subtopologies: list[SubTopology], partitions: Mapping[str, int]
+) -> None:
+    """Raise :class:`UnsupportedStepError` if a join's two input topics differ in partition count.
+
+    Input partition ``p`` of both sides must meet in the join's state partition ``p``, which only
+    holds when both inputs (and so the changelog) have the same number of partitions. Call it once
+    the topics' partition counts are known (``partitions``: topic -> count).
+    """
+    for node in graph.nodes:
+        if node.kind != "join":
+            continue
+        inputs = sorted({sub.input_topic for sub in subtopologies if node.id in sub.nodes})
+        counts = {topic: partitions.get(topic) for topic in inputs}
+        if len(set(counts.values())) > 1:
+            listed = ", ".join(f"{topic} has {count}" for topic, count in counts.items())
             raise UnsupportedStepError(
-                f"pipeline {graph.name!r}, step {node.id!r}: join is not supported by the worker yet; "
-                "remove the join or run this pipeline elsewhere"
+                f"pipeline {graph.name!r}, step {node.id!r}: the join's inputs are not co-partitioned "
+                f"({listed} partitions); give both sources the same number of partitions"
             )
 
 
@@ -95,7 +146,7 @@ def split(graph: PipelineGraph) -> list[SubTopology]:
     def needs_event_time(entry: str) -> bool:
         if entry not in needs:
             nodes = members[entry]
-            needs[entry] = any(kinds[n] == "window_aggregate" for n in nodes) or any(
+            needs[entry] = any(kinds[n] in ("window_aggregate", "join") for n in nodes) or any(
                 needs_event_time(n) for n in nodes if kinds[n] == "key_by"
             )
         return needs[entry]

@@ -23,7 +23,7 @@ class Click(BaseModel):
 joins = Pipeline("joins", tenant="t", latency_target="1s")
 left = joins.source("left", value=Click).key_by(lambda c: c.user)
 right = joins.source("right", value=Click).key_by(lambda c: c.user)
-left.join(right, within="1s").sink("pairs")
+left.join(right, within="1s").key_by(lambda pair: pair).sink("pairs")
 """
 
 
@@ -41,12 +41,12 @@ def worker(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_join_is_refused_naming_the_pipeline_and_the_step(tmp_path: Path) -> None:
+def test_a_key_by_after_a_join_is_refused_naming_the_pipeline_and_the_step(tmp_path: Path) -> None:
     (tmp_path / "join_pipelines.py").write_text(JOIN_MODULE)
     result = worker("join_pipelines.py", cwd=tmp_path)
     assert result.returncode == 1
     message = " ".join(result.stderr.split())
-    assert "pipeline 'joins', step '5-join': join is not supported by the worker yet" in message
+    assert "pipeline 'joins', step '6-key_by': a key_by after the join '5-join' is not supported" in message
     assert "Traceback" not in result.stderr
 
 
@@ -56,4 +56,4 @@ def test_dotted_modules_are_found_from_the_working_directory(tmp_path: Path) -> 
     (package / "__init__.py").write_text("")
     (package / "flows.py").write_text(JOIN_MODULE)
     result = worker("myapp.flows", cwd=tmp_path)
-    assert "join is not supported" in " ".join(result.stderr.split())  # found and compiled, then refused
+    assert "after the join" in " ".join(result.stderr.split())  # found and compiled, then refused

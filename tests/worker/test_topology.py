@@ -9,7 +9,7 @@ from cadenza.pipelines import Hopping, Pipeline, Tumbling
 from cadenza.settings import KafkaSettings
 from cadenza.worker import UnsupportedStepError, Worker, split
 from cadenza.worker.topics import plan_topics
-from cadenza.worker.topology import upstream_source
+from cadenza.worker.topology import check_copartitioned, upstream_source
 
 
 class Click(BaseModel):
@@ -89,15 +89,50 @@ def test_two_key_bys_make_three_sub_topologies_and_fan_out_stays_together() -> N
     assert upstream_source(graph, subs[1].stateful[0]) == "1-source"
 
 
-def test_join_is_refused_naming_the_pipeline_and_step() -> None:
+def joined() -> Pipeline:
     p = Pipeline("joins", tenant="t", latency_target="1s")
-    left = p.source("left", value=Click).key_by(lambda c: c.user)
-    right = p.source("right", value=Click).key_by(lambda c: c.user)
-    left.join(right, within="1s").sink("pairs")
-    with pytest.raises(UnsupportedStepError, match=r"pipeline 'joins', step '5-join': join is not supported"):
-        split(p.compile())
-    with pytest.raises(UnsupportedStepError, match="join is not supported"):
-        Worker([p], KafkaSettings())  # refused before any connection
+    left = p.source("left", value=Click, timestamp="ts").key_by(lambda c: c.user)
+    right = p.source("right", value=Click, timestamp="ts").key_by(lambda c: c.user)
+    left.join(right, within="1s").map(lambda pair: pair[0].page).sink("pairs")
+    return p
+
+
+def test_a_join_runs_in_the_sub_topologies_of_both_of_its_inputs() -> None:
+    graph = joined().compile()
+    subs = split(graph)
+    readers = [s for s in subs if s.input_kind == "repartition"]
+    assert len(readers) == 2
+    for sub in readers:
+        assert sub.nodes == ("5-join", "6-map", "7-sink")
+        assert sub.stateful == ("5-join",)
+        assert sub.sink_topics == ("pairs",)
+    # Event time is computed at both sources, since the join downstream of their key_bys needs it.
+    assert all(s.needs_event_time for s in subs)
+    counts = {s.input_topic: 4 for s in subs}
+    check_copartitioned(graph, subs, counts)
+    counts[readers[1].input_topic] = 2
+    with pytest.raises(
+        UnsupportedStepError, match=r"step '5-join': the join's inputs are not co-partitioned"
+    ):
+        check_copartitioned(graph, subs, counts)
+
+
+def test_steps_after_a_join_that_would_mix_its_inputs_are_refused_naming_the_step() -> None:
+    for after in ("key_by", "window"):
+        p = Pipeline(f"joins-{after}", tenant="t", latency_target="1s")
+        left = p.source("left", value=Click).key_by(lambda c: c.user)
+        right = p.source("right", value=Click).key_by(lambda c: c.user)
+        pairs = left.join(right, within="1s")
+        if after == "key_by":
+            pairs.key_by(lambda pair: pair[0].page).sink("pairs")
+        else:
+            pairs.window(Tumbling("1s")).count().sink("pairs")
+        with pytest.raises(
+            UnsupportedStepError, match=rf"pipeline 'joins-{after}', step '6-\w+': a \w+ after"
+        ):
+            split(p.compile())
+        with pytest.raises(UnsupportedStepError, match="after the join '5-join' is not supported"):
+            Worker([p], KafkaSettings())  # refused before any connection
 
 
 def test_topic_plan_sizes_internal_topics_after_their_input() -> None:

@@ -1,0 +1,184 @@
+"""The windowed stream-stream join, as pure logic: buffers of both sides per key, matched on arrival.
+
+A left record at ``tl`` and a right record at ``tr`` with equal keys *match* when
+``|tl - tr| <= within`` (both ends inclusive) and the optional ``on(left, right)`` holds. A match is
+emitted as soon as its second record arrives (an inner join: records that never match emit nothing),
+with event time ``max(tl, tr)``, the time at which the pair became complete.
+
+Lateness follows the rule of every other windowed step (see :mod:`cadenza.operators.event_time`):
+a record's *join window* is ``[t - within, t + within]``, and it is closed once
+``t + within + allowed_lateness <= watermark``. A record whose window is closed on arrival is late:
+reported, not buffered and not matched. That rule is what makes expiry safe: a buffered record at
+``t`` can only match a record that is not late, at some ``t' > watermark - within - lateness``, so once
+``t + 2 * within + lateness <= watermark`` it can never match again and is dropped from state. Hence
+the result does not depend on when expiry runs, only on which records are late.
+
+State lives in a mapping (see :data:`~cadenza.operators.event_time.StateStore`): key ->
+``[left_buffer, right_buffer]``, each a list of ``[event_time, value]`` in arrival order. Like the
+window aggregation, this always writes an entry back after changing it and deletes empty ones, so a
+changelogged mapping sees every change. Adding is atomic: when ``on`` raises, the exception propagates
+and nothing was stored.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from cadenza.errors import ConfigError
+from cadenza.operators.event_time import Late, StateStore
+from cadenza.operators.windows import Window
+
+__all__ = ["LEFT", "RIGHT", "JoinMatch", "WindowedJoin"]
+
+LEFT = 0
+RIGHT = 1
+
+_NEG_INF = -math.inf
+
+
+class JoinMatch(NamedTuple):
+    """One matched pair; ``event_time`` is the later of the two records' times."""
+
+    key: Any
+    left: Any
+    right: Any
+    event_time: float
+
+
+class WindowedJoin:
+    """Keyed join of two streams over event time (see the module docstring for the rules).
+
+    Feed records with :meth:`add` (per side, in offset order) and raise the watermark with
+    :meth:`advance`, which expires what can no longer match. Passing a restored ``state`` resumes where
+    it was; the expiry index is rebuilt from it.
+    """
+
+    __slots__ = ("_heap", "_horizon", "_lateness", "_on", "_seq", "_state", "_watermark", "_within")
+
+    def __init__(
+        self,
+        within: float,
+        allowed_lateness: float = 0.0,
+        on: Callable[[Any, Any], bool] | None = None,
+        state: StateStore | None = None,
+    ) -> None:
+        if not within >= 0 or math.isinf(within):
+            raise ConfigError(f"join within must be a finite number of seconds >= 0, got {within!r}")
+        if not allowed_lateness >= 0 or math.isinf(allowed_lateness):
+            raise ConfigError(
+                f"allowed_lateness must be a finite number of seconds >= 0, got {allowed_lateness!r}"
+            )
+        self._within = float(within)
+        self._lateness = float(allowed_lateness)
+        self._on = on
+        self._state: StateStore = {} if state is None else state
+        self._watermark = _NEG_INF
+        #: How long after its own time a buffered record can still match: 2 * within + lateness.
+        self._horizon = 2 * self._within + self._lateness
+        self._heap: list[tuple[float, int, Any]] = []
+        self._seq = itertools.count()
+        for key, (left, right) in self._state.items():
+            self._push_min(key, left, right)
+
+    @property
+    def watermark(self) -> float:
+        return self._watermark
+
+    @property
+    def within(self) -> float:
+        return self._within
+
+    @property
+    def allowed_lateness(self) -> float:
+        return self._lateness
+
+    @property
+    def state(self) -> StateStore:
+        return self._state
+
+    def window_of(self, event_time: float) -> Window:
+        """The join window of a record: the times a partner may have."""
+        return Window(event_time - self._within, event_time + self._within)
+
+    def add(self, side: int, key: Any, event_time: float, value: Any) -> tuple[list[JoinMatch], Late | None]:
+        """Match one record against the other side's buffer, then buffer it.
+
+        Returns the matches (in the other side's arrival order) and, for a late record, a
+        :class:`~cadenza.operators.Late` (then there are no matches and nothing was stored).
+        """
+        if side not in (LEFT, RIGHT):
+            raise ValueError(f"side must be {LEFT} (left) or {RIGHT} (right), got {side!r}")
+        if event_time - event_time != 0.0:  # NaN or infinite
+            raise ValueError(f"event time must be a finite number of seconds, got {event_time!r}")
+        within = self._within
+        if event_time + within + self._lateness <= self._watermark:
+            return [], Late(key, event_time, self.window_of(event_time))
+        entry = self._state.get(key)
+        left: list[Any]
+        right: list[Any]
+        left, right = ([], []) if entry is None else (entry[0], entry[1])
+        on = self._on
+        matches: list[JoinMatch] = []
+        low, high = event_time - within, event_time + within
+        if side == LEFT:
+            for other_time, other in right:
+                if low <= other_time <= high and (on is None or on(value, other)):
+                    matches.append(JoinMatch(key, value, other, max(event_time, other_time)))
+            new_left, new_right = [*left, [event_time, value]], right
+        else:
+            for other_time, other in left:
+                if low <= other_time <= high and (on is None or on(other, value)):
+                    matches.append(JoinMatch(key, other, value, max(event_time, other_time)))
+            new_left, new_right = left, [*right, [event_time, value]]
+        oldest = _oldest(left, right)
+        self._state[key] = [new_left, new_right]
+        if event_time < oldest:  # otherwise the index already holds an entry due no later than this one
+            self._push(event_time + self._horizon, key)
+        return matches, None
+
+    def advance(self, watermark: float) -> int:
+        """Raise the watermark and drop buffered records that can no longer match; returns how many."""
+        if watermark <= self._watermark:
+            return 0
+        self._watermark = watermark
+        heap = self._heap
+        expired = 0
+        horizon = self._horizon
+        while heap and heap[0][0] <= watermark:
+            key = heapq.heappop(heap)[2]
+            entry = self._state.get(key)
+            if entry is None:
+                continue
+            cutoff = watermark - horizon
+            left = [item for item in entry[0] if item[0] > cutoff]
+            right = [item for item in entry[1] if item[0] > cutoff]
+            dropped = len(entry[0]) + len(entry[1]) - len(left) - len(right)
+            expired += dropped
+            if not left and not right:
+                del self._state[key]
+                continue
+            if dropped:
+                self._state[key] = [left, right]
+            self._push_min(key, left, right)
+        return expired
+
+    def _push(self, due: float, key: Any) -> None:
+        heapq.heappush(self._heap, (due, next(self._seq), key))
+
+    def _push_min(self, key: Any, left: list[Any], right: list[Any]) -> None:
+        oldest = _oldest(left, right)
+        if oldest != math.inf:
+            self._push(oldest + self._horizon, key)
+
+
+def _oldest(left: list[Any], right: list[Any]) -> float:
+    oldest = math.inf
+    for item in left:
+        oldest = min(oldest, item[0])
+    for item in right:
+        oldest = min(oldest, item[0])
+    return oldest

@@ -1,0 +1,317 @@
+"""The join step: a windowed stream-stream join per input partition, changelogged like window state.
+
+A join reads two inputs, usually the repartition topics of two ``key_by`` steps. Each input is its own
+sub-topology (one input topic each, which is what the scheduler queues work by), so the two
+sub-topologies share one :class:`JoinOp`; each reaches it through its own :class:`JoinInput`, which
+says which side a record is on. Both inputs must be co-partitioned (the same partition count, and
+partition ``p`` of both on the same worker): the state of input partition ``p`` holds both sides'
+records of the keys that hash to ``p``, and lives in partition ``p`` of the join's changelog topic.
+
+Per partition: a :class:`~cadenza.operators.WindowedJoin` over a :class:`~cadenza.state.ChangelogView`
+of the step's store, and a :class:`~cadenza.operators.WatermarkTracker` whose inputs are the upstream
+partitions of each side (named by the records' origin header). Until each side has delivered a
+record, a placeholder input holds the watermark back, so a side that the consumer happens to fetch
+first cannot push the watermark past the other side's records and make them late (the tracker's idle
+timeout releases a side that stays silent). Late records go to the late topic; matches go downstream
+as ``(left, right)`` with the key and the later event time.
+
+The changelog position keeps, per side, the next input offset (``Position.inputs``) and the origins
+applied, so after a restore each side skips exactly the input the state already holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from cadenza.operators import LEFT, RIGHT, WatermarkTracker, Window, WindowedJoin
+from cadenza.state import ChangelogView, ChangelogWrite, InMemoryStateStore, Position, StateStore, encode_key
+from cadenza.state.safe_codec import UnsupportedValueError, check
+from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.dead_letter import DeadLetters
+from cadenza.worker.operators.base import Operator
+from cadenza.worker.unit import Unit
+
+__all__ = ["JoinInput", "JoinOp"]
+
+_log = logging.getLogger("cadenza.worker")
+
+_SIDES = ("left", "right")
+
+
+def _input_id(upstream: int, side: int) -> int:
+    """One watermark/origin input per (upstream partition, side): the two sides' partitions differ."""
+    return upstream * 2 + side
+
+
+def _placeholder(side: int) -> int:
+    """A tracker input standing for a side that has not delivered yet (negative: never an upstream)."""
+    return -1 - side
+
+
+class _JoinPartition:
+    __slots__ = (
+        "current",
+        "event_times",
+        "inputs",
+        "join",
+        "origins",
+        "sides",
+        "skip_below",
+        "split",
+        "tracker",
+        "view",
+    )
+
+    def __init__(self, join: WindowedJoin, view: ChangelogView, tracker: WatermarkTracker) -> None:
+        self.join = join
+        self.view = view
+        self.tracker = tracker
+        #: Largest event time per input id, for the changelog position.
+        self.event_times: dict[int, float] = {}
+        #: Per side, the next input offset not yet applied (what the changelog position records).
+        self.inputs: dict[int, int] = {}
+        #: Per side, input offsets below this are already in the restored state.
+        self.skip_below: dict[int, int] = {}
+        #: Per input id, the largest (offset, sequence) applied.
+        self.origins: dict[int, tuple[int, int]] = {}
+        #: Per side, the unit whose values are being applied (a flat_map upstream brings several).
+        self.current: list[Unit | None] = [None, None]
+        #: The sides whose input partition this worker holds.
+        self.sides: set[int] = set()
+        #: One side was revoked while the other stayed (reported with the next record, since a
+        #: revocation of both sides arrives one side at a time).
+        self.split = False
+
+
+class JoinOp(Operator):
+    """The shared state and logic of one join step; records enter through :attr:`inputs`."""
+
+    __slots__ = (
+        "changelog_topic",
+        "counters",
+        "dead",
+        "idle_timeout",
+        "inputs",
+        "lateness",
+        "max_out_of_orderness",
+        "next",
+        "on",
+        "partitions",
+        "store",
+        "touched",
+        "within",
+    )
+
+    def __init__(
+        self,
+        node_id: str,
+        *,
+        within: float,
+        allowed_lateness: float,
+        on: Any,
+        max_out_of_orderness: float,
+        changelog_topic: str,
+        next: Operator,
+        dead: DeadLetters,
+        counters: WorkerCounters,
+        store: StateStore | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
+        super().__init__(node_id)
+        WindowedJoin(within, allowed_lateness, on)  # fails at worker start on a bad duration
+        self.within = within
+        self.lateness = allowed_lateness
+        self.on = on
+        self.max_out_of_orderness = max_out_of_orderness
+        self.idle_timeout = idle_timeout
+        self.changelog_topic = changelog_topic
+        self.next = next
+        self.dead = dead
+        self.counters = counters
+        self.store: StateStore = store if store is not None else InMemoryStateStore()
+        self.partitions: dict[int, _JoinPartition] = {}
+        self.touched: set[int] = set()
+        self.inputs = (JoinInput(self, LEFT), JoinInput(self, RIGHT))
+
+    def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
+        raise TypeError(f"step {self.node_id!r}: a join is fed through its inputs (JoinOp.inputs)")
+
+    # -- partitions ---------------------------------------------------------------------------------
+
+    def _open(self, partition: int, entries: dict[Any, Any] | None = None) -> _JoinPartition:
+        view = ChangelogView(self.store, partition)
+        if entries:
+            view.load(entries)
+        join = WindowedJoin(self.within, self.lateness, self.on, state=view)
+        tracker = WatermarkTracker(
+            (_placeholder(LEFT), _placeholder(RIGHT)),
+            max_out_of_orderness=self.max_out_of_orderness,
+            idle_timeout=self.idle_timeout,
+        )
+        part = self.partitions[partition] = _JoinPartition(join, view, tracker)
+        return part
+
+    def restore_side(
+        self, side: int, partition: int, entries: dict[Any, Any], position: Position | None
+    ) -> None:
+        """Restore ``partition`` for one side; the second side of a partition already here keeps its
+        state as it is (it is at least as new as the changelog, which is written after every batch)."""
+        part = self.partitions.get(partition)
+        if part is not None and part.sides:
+            part.sides.add(side)
+            part.split = False
+            return
+        self._drop(partition)
+        part = self._open(partition, entries)
+        part.sides.add(side)
+        if position is None:
+            return
+        part.inputs = dict(position.inputs)
+        part.skip_below = dict(position.inputs)
+        part.origins = dict(position.origins)
+        part.event_times = dict(position.event_times)
+        tracker = part.tracker
+        for input_id, event_time in position.event_times.items():
+            tracker.remove_partition(_placeholder(input_id % 2))
+            tracker.observe(input_id, event_time)
+        part.join.advance(max(position.watermark, tracker.watermark()))
+
+    def drop_side(self, side: int, partition: int) -> None:
+        """Forget ``partition`` once neither side of it is held here any more."""
+        part = self.partitions.get(partition)
+        if part is None:
+            return
+        part.sides.discard(side)
+        if part.sides:
+            part.split = True
+            return
+        self._drop(partition)
+
+    def _drop(self, partition: int) -> None:
+        self.partitions.pop(partition, None)
+        self.store.drop(partition)
+        self.touched.discard(partition)
+
+    # -- records ------------------------------------------------------------------------------------
+
+    def process_side(self, side: int, unit: Unit, key: Any, value: Any, event_time: float) -> None:
+        partition = unit.partition
+        part = self.partitions.get(partition)
+        if part is None:
+            part = self._open(partition)
+        if part.split:
+            part.split = False
+            _log.warning(
+                "step %r: input partition %d of one side moved to another worker while the other side's "
+                "stayed here; a join needs both inputs of a partition on one worker (consumer setting "
+                "partition.assignment.strategy=range), or its results are incomplete",
+                self.node_id,
+                partition,
+            )
+        offset = unit.offset
+        if offset < part.skip_below.get(side, -1):
+            self.counters.replay_skipped += 1
+            return
+        origin = unit.origin
+        upstream = 0
+        if origin is not None:
+            upstream = origin[0]
+            if unit is not part.current[side]:
+                part.current[side] = unit
+                input_id = _input_id(upstream, side)
+                mark = (origin[1], origin[2])
+                seen = part.origins.get(input_id)
+                if seen is not None and mark <= seen:
+                    part.current[side] = None  # every value of this unit is a copy
+                    self.counters.replay_skipped += 1
+                    return
+                part.origins[input_id] = mark
+        join = part.join
+        try:
+            encode_key(key)  # state must reach the changelog: refuse what cannot, before it is stored
+            check(value)
+            matches, late = join.add(side, key, event_time, value)
+        except UnsupportedValueError as exc:
+            self.dead.function_failed(
+                unit, self.node_id, UnsupportedValueError(f"step {self.node_id!r}: {exc}")
+            )
+            return
+        except Exception as exc:  # the user's on() raised, or the event time is not a number
+            self.dead.function_failed(unit, self.node_id, exc)
+            return
+        if late is not None:
+            self.dead.late(unit, self.node_id, late, value, join.watermark)
+        input_id = _input_id(upstream, side)
+        tracker = part.tracker
+        part.sides.add(side)
+        tracker.remove_partition(_placeholder(side))
+        tracker.observe(input_id, event_time)
+        event_times = part.event_times
+        if event_time > event_times.get(input_id, -float("inf")):
+            event_times[input_id] = event_time
+        part.inputs[side] = offset + 1
+        self.touched.add(partition)
+        join.advance(tracker.watermark())
+        if matches:
+            following = self.next
+            for match in matches:
+                following.process(unit, key, (match.left, match.right), match.event_time, None)
+
+    # -- changelog ------------------------------------------------------------------------------------
+
+    def changelog_writes(self) -> list[tuple[int, list[ChangelogWrite]]]:
+        """Per touched partition, its changed keys and then its position marker; clears ``touched``."""
+        writes: list[tuple[int, list[ChangelogWrite]]] = []
+        for partition in sorted(self.touched):
+            part = self.partitions.get(partition)
+            if part is None:
+                continue
+            position = Position(
+                offset=-1,
+                watermark=part.join.watermark,
+                event_times=dict(part.event_times),
+                origins=dict(part.origins),
+                inputs=dict(part.inputs),
+            )
+            writes.append((partition, part.view.drain(position)))
+        self.touched.clear()
+        return writes
+
+
+class JoinInput(Operator):
+    """One side of a join as an operator of its sub-topology, and as that sub-topology's stateful step.
+
+    Restoring or dropping a partition through an input tells the join which side's partition arrived
+    or left; changelog writes are the join's (whichever input is asked first writes them all).
+    """
+
+    __slots__ = ("join", "side")
+
+    def __init__(self, join: JoinOp, side: int) -> None:
+        super().__init__(join.node_id)
+        self.join = join
+        self.side = side
+
+    def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
+        self.join.process_side(self.side, unit, key, value, event_time)
+
+    @property
+    def changelog_topic(self) -> str:
+        return self.join.changelog_topic
+
+    @property
+    def touched(self) -> set[int]:
+        return self.join.touched
+
+    def restore(self, partition: int, entries: dict[Any, Any], position: Position | None) -> None:
+        self.join.restore_side(self.side, partition, entries, position)
+
+    def drop(self, partition: int) -> None:
+        self.join.drop_side(self.side, partition)
+
+    def changelog_writes(self) -> list[tuple[int, list[ChangelogWrite]]]:
+        return self.join.changelog_writes()
+
+    def __repr__(self) -> str:
+        return f"JoinInput({self.node_id!r}, {_SIDES[self.side]})"
