@@ -134,18 +134,25 @@ class OutputCounter:
         return float(at), int(count)
 
 
-def run(settings: KafkaSettings, records: int, batch_size: int) -> dict[str, Any]:
+def run(
+    settings: KafkaSettings, records: int, batch_size: int, policy: str, *, noop: bool = False
+) -> dict[str, Any]:
+    """One timed run; ``noop`` forwards every record unparsed (source -> sink), so the worker's own
+    per-record cost (fetch, schedule, produce) is nearly all there is."""
     suffix = uuid.uuid4().hex[:8]
     source, sink = f"bench-in-{suffix}", f"bench-out-{suffix}"
     ensure_topics(make_admin(settings), [TopicSpec(source, PARTITIONS), TopicSpec(sink, PARTITIONS)])
-    expected = sum(1 for i in range(records) if i % 5 != 0)
+    expected = records if noop else sum(1 for i in range(records) if i % 5 != 0)
     started = time.perf_counter()
     produce_input(settings, source, records)
     produce_s = time.perf_counter() - started
 
     pipeline = Pipeline(f"bench-{suffix}", tenant="bench", latency_target="1s")
-    pipeline.source(source, value=Event).filter(is_purchase).map(enrich).sink(sink)
-    worker = Worker([pipeline], settings, group=f"bench-{suffix}", batch_size=batch_size)
+    if noop:
+        pipeline.source(source).sink(sink, format="json")
+    else:
+        pipeline.source(source, value=Event).filter(is_purchase).map(enrich).sink(sink)
+    worker = Worker([pipeline], settings, group=f"bench-{suffix}", batch_size=batch_size, policy=policy)
     counter = OutputCounter(settings, sink, expected)
     thread = threading.Thread(target=worker.run, name="worker", daemon=True)
     join_started = time.monotonic()
@@ -163,11 +170,12 @@ def run(settings: KafkaSettings, records: int, batch_size: int) -> dict[str, Any
         raise SystemExit(f"only {outputs} of {expected} outputs within the deadline")
     return {
         "benchmark": "worker_throughput",
-        "pipeline": "parse(JSON, pydantic) -> filter -> map -> sink(JSON)",
+        "pipeline": "source -> sink" if noop else "parse(JSON, pydantic) -> filter -> map -> sink(JSON)",
         "records": records,
         "outputs": outputs,
         "partitions": PARTITIONS,
         "batch_size": batch_size,
+        "policy": policy,
         "seconds": round(elapsed, 3),
         "records_per_second": round(records / elapsed),
         "group_join_seconds": round(join_s, 3),
@@ -182,6 +190,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--policy", default="cameo", help="scheduling policy of the worker")
     parser.add_argument("--bootstrap", default=None, help="an existing broker instead of the embedded one")
     parser.add_argument("--count", metavar="TOPIC", help=argparse.SUPPRESS)  # the counting child
     parser.add_argument("--expected", type=int, default=0, help=argparse.SUPPRESS)
@@ -191,11 +200,12 @@ def main() -> None:
         count_outputs(args.bootstrap, args.count, args.expected, args.timeout)
         return
     if args.bootstrap:
-        result = run(KafkaSettings.load(bootstrap_servers=args.bootstrap), args.records, args.batch_size)
+        settings = KafkaSettings.load(bootstrap_servers=args.bootstrap)
+        result = run(settings, args.records, args.batch_size, args.policy)
     else:
         with EmbeddedBroker() as broker:
             settings = KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers)
-            result = run(settings, args.records, args.batch_size)
+            result = run(settings, args.records, args.batch_size, args.policy)
     print(json.dumps(result, indent=2))
     path = write_result(args.out, "worker_throughput.json", result)
     rate, seconds = result["records_per_second"], result["seconds"]

@@ -1,19 +1,31 @@
-"""``cadenza worker``: run the pipelines of user modules until SIGINT or SIGTERM."""
+"""``cadenza worker``: run the pipelines of user modules until SIGINT or SIGTERM.
+
+Every option can also be set by the ``CADENZA_*`` variable named in its help, so a container is
+configured entirely from its environment; connection settings are :class:`~cadenza.settings.KafkaSettings`.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
 import sys
+from enum import StrEnum
+from pathlib import Path
 from types import FrameType
 from typing import Annotated
 
 import typer
 
-from cadenza.cli.console import command_errors, setup_logging
+from cadenza.cli.console import LogFormat, command_errors, setup_logging
+from cadenza.infra.metrics.server import MetricsServer
 from cadenza.pipelines import Pipeline, load_pipelines
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
+
+
+class StateStoreKind(StrEnum):
+    MEMORY = "memory"
+    ROCKSDB = "rocksdb"
 
 
 @command_errors
@@ -21,26 +33,104 @@ def worker_command(
     modules: Annotated[
         list[str], typer.Argument(help="Modules declaring pipelines: dotted names or .py file paths.")
     ],
-    group: Annotated[str, typer.Option(help="Consumer group shared by the workers of a deployment.")] = (
-        "cadenza-worker"
-    ),
+    group: Annotated[
+        str,
+        typer.Option(envvar="CADENZA_GROUP", help="Consumer group of the deployment."),
+    ] = "cadenza-worker",
+    policy: Annotated[
+        str,
+        typer.Option(
+            envvar="CADENZA_POLICY",
+            help="Scheduling policy: fifo, edf, cameo, sjf, fair, or package.module:Class.",
+        ),
+    ] = "cameo",
     partitions: Annotated[
-        int, typer.Option(min=1, help="Partitions for source and sink topics the worker has to create.")
+        int,
+        typer.Option(
+            min=1, envvar="CADENZA_PARTITIONS", help="Partitions for topics the worker has to create."
+        ),
     ] = 4,
     batch_size: Annotated[
-        int, typer.Option(min=1, help="Most records fetched and committed per batch.")
+        int, typer.Option(min=1, envvar="CADENZA_BATCH_SIZE", help="Most records fetched per poll.")
     ] = 1000,
+    max_buffered: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            envvar="CADENZA_MAX_BUFFERED",
+            help="Most records held in the scheduler; partitions are paused beyond it.",
+        ),
+    ] = 10_000,
+    quantum_records: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            envvar="CADENZA_QUANTUM_RECORDS",
+            help="Records an operator-partition runs before priorities are re-checked.",
+        ),
+    ] = 16,
+    quantum_ms: Annotated[
+        float,
+        typer.Option(
+            min=0.001,
+            envvar="CADENZA_QUANTUM_MS",
+            help="Milliseconds an operator-partition may run before priorities are re-checked.",
+        ),
+    ] = 2.0,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            envvar="CADENZA_METRICS_PORT",
+            help="Serve /metrics (Prometheus), /healthz and /readyz on this port.",
+        ),
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(envvar="CADENZA_METRICS_HOST", help="Address the metrics port binds.")
+    ] = "127.0.0.1",
+    spans_topic: Annotated[
+        str | None,
+        typer.Option(envvar="CADENZA_SPANS_TOPIC", help="Send sampled per-operator spans to this topic."),
+    ] = None,
+    span_sample_ratio: Annotated[
+        float,
+        typer.Option(
+            min=0.0001,
+            max=1.0,
+            envvar="CADENZA_SPAN_SAMPLE_RATIO",
+            help="Share of traces sent.",
+        ),
+    ] = 0.01,
+    feedback_topic: Annotated[
+        str | None,
+        typer.Option(
+            envvar="CADENZA_FEEDBACK_TOPIC", help="Read cost statistics of the stats job from this topic."
+        ),
+    ] = None,
+    state_store: Annotated[
+        StateStoreKind,
+        typer.Option(envvar="CADENZA_STATE_STORE", help="Where window and join state lives."),
+    ] = StateStoreKind.MEMORY,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(envvar="CADENZA_STATE_DIR", help="Directory of the rocksdb state store."),
+    ] = None,
     log_level: Annotated[
         str | None, typer.Option(help="Logging level (default: the global --log-level / CADENZA_LOG_LEVEL).")
+    ] = None,
+    log_format: Annotated[
+        LogFormat | None,
+        typer.Option(envvar="CADENZA_LOG_FORMAT", help="rich (for people) or json (one object per line)."),
     ] = None,
 ) -> None:
     """Run every pipeline of MODULES in one consumer group, until Ctrl-C or SIGTERM.
 
-    On a signal the worker stops fetching, finishes the batch in flight (outputs flushed, offsets
-    committed), leaves the group and exits 0. Connection settings come from CADENZA_* variables.
+    On a signal the worker stops fetching, commits what finished (outputs flushed first), hands the
+    records still queued back to the group uncommitted, leaves the group and exits 0.
     """
-    if log_level is not None:
-        setup_logging(log_level)
+    if log_level is not None or log_format is not None:
+        setup_logging(log_level or os.environ.get("CADENZA_LOG_LEVEL", "WARNING"), log_format)
     # A console script does not put the working directory on sys.path; users expect
     # `cadenza worker myapp.pipelines` to find their package from where they stand.
     if os.getcwd() not in sys.path:
@@ -49,13 +139,32 @@ def worker_command(
     pipelines: list[Pipeline] = []
     for module in modules:
         pipelines.extend(load_pipelines(module))
-    worker = Worker(pipelines, settings, group=group, partitions=partitions, batch_size=batch_size)
+    worker = Worker(
+        pipelines,
+        settings,
+        group=group,
+        partitions=partitions,
+        batch_size=batch_size,
+        policy=policy,
+        max_buffered=max_buffered,
+        quantum_records=quantum_records,
+        quantum_seconds=quantum_ms / 1000.0,
+        spans_topic=spans_topic,
+        span_sample_ratio=span_sample_ratio,
+        feedback_topic=feedback_topic,
+        state_store=state_store.value,
+        state_dir=state_dir,
+    )
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         worker.stop()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    server: MetricsServer | None = None
     try:
+        if metrics_port is not None:
+            server = worker.exporter.start_http(metrics_port, host=metrics_host)
+            _say(f"metrics on {server.url}/metrics")
         worker.start()
         # Plain writes, not rich: topic names are long and must not be re-wrapped to the terminal.
         _say(f"cadenza worker at {settings.bootstrap_servers}")
@@ -65,6 +174,8 @@ def worker_command(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if server is not None:
+            server.close()
     counts = ", ".join(f"{name}={value}" for name, value in worker.counters.snapshot().items())
     _say(f"stopped: {counts}")
 

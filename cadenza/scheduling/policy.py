@@ -79,16 +79,23 @@ class OperatorInfo:
 
 @dataclass(slots=True)
 class Measurement:
-    """What the executor measured when one record ran at one operator."""
+    """What the executor measured when records ran at one operator.
+
+    One measurement may cover several records run back to back (the worker sends one per quantum,
+    so the reply path costs nothing per record): ``run_time`` is then their total and ``records``
+    their number, and the cost per record is ``run_time / records``.
+    """
 
     pipeline_id: str
     operator_id: str
     run_time: float
-    """Seconds the operator spent on the record."""
+    """Seconds the operator spent on the records (busy time)."""
     queue_wait: float
-    """Seconds the record waited in its operator-partition queue before it ran."""
+    """Seconds the records waited in their operator-partition queue before they ran (mean)."""
     at: float
     """When the run finished (clock time)."""
+    records: int = 1
+    """How many records the measurement covers."""
 
 
 @dataclass(slots=True)
@@ -99,8 +106,10 @@ class Reply:
     operator_id: str
     tenant_id: str
     run_time: float
+    """Total seconds over ``records`` records."""
     queue_wait: float
     at: float
+    records: int = 1
 
 
 class SchedulingPolicy(ABC):
@@ -207,10 +216,17 @@ class BasePolicy(SchedulingPolicy):
             measured.run_time,
             measured.queue_wait,
             measured.at,
+            measured.records,
         )
 
     def process_ctx_from_reply(self, reply: Reply) -> None:
-        self.cost_model.observe(reply.pipeline_id, reply.operator_id, reply.run_time)
+        records = reply.records
+        if records == 1:
+            self.cost_model.observe(reply.pipeline_id, reply.operator_id, reply.run_time)
+        elif records > 1:  # weighed as that many observations of their mean
+            self.cost_model.apply_feedback(
+                reply.pipeline_id, reply.operator_id, reply.run_time / records, records
+            )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -17,6 +17,8 @@ class WorkerCounters:
         "dead_letter_decode",
         "dead_letter_function",
         "late",
+        "pauses",
+        "peak_buffered",
         "produced",
         "replay_skipped",
         "restored_keys",
@@ -45,8 +47,13 @@ class WorkerCounters:
         #: Changelog records read and keys restored when partitions were assigned.
         self.restored_records = 0
         self.restored_keys = 0
+        #: Fetch rounds (each followed by running queued records for up to a slice of time).
         self.batches = 0
         self.commits = 0
+        #: Times the fetcher paused its partitions because the scheduler's buffer was full.
+        self.pauses = 0
+        #: The most units the scheduler held at once (the buffer bound is what keeps this in check).
+        self.peak_buffered = 0
 
     def snapshot(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.__slots__}

@@ -1,61 +1,100 @@
-"""The worker: fetch -> decode -> run -> produce -> commit, for every pipeline of the process.
+"""The worker: fetch -> decode -> schedule -> run -> produce -> commit, for every pipeline of the process.
 
 One consumer (one group) reads every source and repartition topic of every pipeline; one producer
-writes everything. A batch goes through the stages in order:
+writes everything. Each :meth:`Worker.step`:
 
-1. **fetch**: ``consume()`` up to ``batch_size`` records (librdkafka's fetch queue is bounded too);
-2. **decode**: per record and per sub-topology reading its topic, a :class:`~cadenza.worker.unit.Unit`
-   (or a dead letter);
-3. **run**: the sub-topology's operator chain on the unit, in offset order per partition;
-4. **produce**: operators produce asynchronously as they run; at the end of the batch the producer is
-   flushed, which raises if any record was not acknowledged;
-5. **commit**: if window state changed, its changelog records and position markers are written and
-   flushed (after the outputs, so a position never claims input whose outputs could still be lost),
-   then the next offset of every partition in the batch is committed synchronously.
+1. **fetch**: ``consume()`` as many records as the scheduler's buffer has room for (at most
+   ``batch_size``). When the buffer is full the consumer's partitions are paused, so neither this
+   buffer nor librdkafka's prefetch queue grows under a burst; they resume when it drained to half;
+2. **decode and admit**: per record and per sub-topology reading its topic, a
+   :class:`~cadenza.worker.unit.Unit` (or a dead letter) with a scheduling context
+   (:mod:`cadenza.worker.deadlines`), queued in its operator-partition (sub-topology, input partition);
+3. **run**: quanta picked by the policy's priority of each operator-partition's head record
+   (:class:`~cadenza.scheduling.Scheduler`), for up to ``run_slice`` seconds, then back to fetching so
+   that newly arrived urgent records are seen. Each run is timed; the measurement goes to the policy
+   as a reply (so cost estimates learn at once), to the Prometheus histograms and, sampled, to the
+   spans topic;
+4. **produce**: operators produce asynchronously as they run;
+5. **commit**, every ``commit_interval`` seconds or when the buffer is empty: the committable offset of
+   each partition is taken first (:mod:`cadenza.worker.inflight`: below it every record's units ran,
+   despite the reordering), then the producer is flushed (which raises if any output was not
+   acknowledged), window changelogs are written and flushed, and the offsets are committed.
 
 So a committed offset always has every output and every state write of the records below it
 acknowledged: at-least-once, with dead-lettered records committed too (their dead letter was
-acknowledged). The deadline scheduler will sit between decode and run, queueing units per
-operator-partition; nothing else here has to change for it.
+acknowledged).
 
 Rebalancing (cooperative-sticky, so assignments are incremental): a newly assigned partition's window
 state is restored from its changelog inside the assignment callback, before any of its records is
-fetched. A revoked or lost partition's state is dropped; nothing is in flight then, because a batch is
-finished (flushed and committed) before the next ``consume()`` call, the only place callbacks run.
+fetched. On revocation, what finished is committed and the queued records of the revoked partitions
+are dropped from the scheduler: they are handed back, uncommitted, to the partition's next owner.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+import os
+import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from cadenza.errors import CadenzaError
+from cadenza.errors import CadenzaError, ConfigError
 from cadenza.infra.kafka.clients import ClientErrors, make_admin, make_consumer, raise_for_message_error
 from cadenza.infra.kafka.errors import KafkaClientError, from_kafka_exception
 from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
-from cadenza.operators import Window
+from cadenza.infra.metrics import names
+from cadenza.infra.metrics.emitter import SpanEmitter
+from cadenza.infra.metrics.feedback_consumer import FeedbackConsumer
+from cadenza.infra.metrics.prometheus import PrometheusExporter
+from cadenza.infra.metrics.topics import metrics_topic_specs
 from cadenza.pipelines import Pipeline, PipelineGraph
+from cadenza.scheduling.clock import Clock
+from cadenza.scheduling.costs import CostModel
+from cadenza.scheduling.policy import Measurement, SchedulingPolicy
+from cadenza.scheduling.registry import get_policy, load_policy_class
+from cadenza.scheduling.scheduler import Quantum, Scheduler
 from cadenza.settings import KafkaSettings
+from cadenza.state.factory import store_factory
 from cadenza.worker.commits import OffsetCommits
 from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.operators.window import WindowOp
+from cadenza.worker.deadlines import TaskSchedule, plan_schedules
+from cadenza.worker.decode import make_registry_client
+from cadenza.worker.inflight import InFlight, Pending
+from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.output import Output
 from cadenza.worker.restoring import StateRestorer
 from cadenza.worker.task import Task, build_tasks
 from cadenza.worker.topics import plan_topics
-from cadenza.worker.topology import SubTopology, split
+from cadenza.worker.topology import SubTopology, check_copartitioned, split
 from cadenza.worker.unit import Unit
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "make_policy"]
 
 Decode = Callable[[Message, str, int, int], Unit | None]
-Run = Callable[[Unit, Any, Any, float, Window | None], None]
+SchedKey = tuple[int, int]
 
 _log = logging.getLogger("cadenza.worker")
+
+
+def make_policy(policy: str | SchedulingPolicy, graphs: Sequence[PipelineGraph]) -> SchedulingPolicy:
+    """The policy object for a name or import path; tenant weights go to policies that take them."""
+    if not isinstance(policy, str):
+        return policy
+    cls = load_policy_class(policy)
+    options: dict[str, Any] = {}
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        parameters = {}  # type: ignore[assignment]
+    if "weights" in parameters:
+        options["weights"] = {g.tenant: g.tenant_weight for g in graphs}
+    return get_policy(policy, **options)
 
 
 class Worker:
@@ -64,8 +103,22 @@ class Worker:
     ``pipelines`` are :class:`~cadenza.pipelines.Pipeline` objects (compiled here) or compiled graphs.
     Construction checks them (an unsupported step raises, naming the pipeline and step); :meth:`start`
     creates missing topics and joins the group; :meth:`run` starts if needed and loops.
+
+    Scheduling: ``policy`` is a built-in name (``fifo``, ``edf``, ``cameo``, ``sjf``, ``fair``), a
+    ``package.module:Class`` import path or a policy object. ``quantum_records`` and
+    ``quantum_seconds`` bound the records one operator-partition runs before priorities are looked
+    at again (non-preemptive); ``run_slice`` is how long the worker runs queued records before it
+    fetches again; ``max_buffered`` bounds the records held (see the module docstring);
+    ``commit_interval`` is the most seconds between commits while the buffer is busy.
+    ``clock`` is the scheduler's clock (wall-clock seconds; tests inject a virtual one).
+
+    Observability: ``exporter`` receives per-operator counters and histograms (one is made if not
+    given); with ``spans_topic`` a sampled share (``span_sample_ratio``) of executions is sent there as
+    Avro spans; with ``feedback_topic`` cost statistics from the stats job refine the estimates.
     ``watermark_idle_timeout``: seconds after which an input that delivers nothing stops holding a
     window's watermark back (``None``: never; windows then wait for every input).
+    ``state_store``: ``memory`` or ``rocksdb`` (under ``state_dir``); either way the changelog topics
+    are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     """
 
     def __init__(
@@ -80,14 +133,37 @@ class Worker:
         restore_timeout: float = 60.0,
         watermark_idle_timeout: float | None = 30.0,
         consumer_overrides: dict[str, Any] | None = None,
+        policy: str | SchedulingPolicy = "cameo",
+        clock: Clock | None = None,
+        quantum_records: int | None = 16,
+        quantum_seconds: float | None = 0.002,
+        run_slice: float = 0.01,
+        max_buffered: int = 10_000,
+        commit_interval: float = 0.2,
+        exporter: PrometheusExporter | None = None,
+        spans_topic: str | None = None,
+        span_sample_ratio: float = 0.01,
+        feedback_topic: str | None = None,
+        worker_id: str | None = None,
+        state_store: str = "memory",
+        state_dir: str | Path | None = None,
     ) -> None:
         if not pipelines:
             raise CadenzaError("the worker has no pipeline to run")
         if partitions < 1 or batch_size < 1:
             raise CadenzaError("partitions and batch_size must be at least 1")
+        if max_buffered < 1:
+            raise ConfigError(f"max_buffered must be at least 1, got {max_buffered!r}")
+        if not (0.0 < run_slice < 60.0) or not (0.0 < commit_interval < 3600.0):
+            raise ConfigError(
+                f"run_slice must be in (0, 60) s and commit_interval in (0, 3600) s, got {run_slice!r} "
+                f"and {commit_interval!r}"
+            )
+        if not (0.0 < span_sample_ratio <= 1.0):
+            raise ConfigError(f"span_sample_ratio must be in (0, 1], got {span_sample_ratio!r}")
         graphs = [p.compile() if isinstance(p, Pipeline) else p for p in pipelines]
-        names = [g.name for g in graphs]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
+        names_ = [g.name for g in graphs]
+        duplicates = sorted({n for n in names_ if names_.count(n) > 1})
         if duplicates:
             raise CadenzaError(f"pipelines {duplicates} are declared more than once; names must be unique")
         self.settings = settings
@@ -97,9 +173,25 @@ class Worker:
         self.poll_timeout = poll_timeout
         self.restore_timeout = restore_timeout
         self.watermark_idle_timeout = watermark_idle_timeout
+        self.max_buffered = max_buffered
+        self.run_slice = run_slice
+        self.commit_interval = commit_interval
         self._consumer_overrides = dict(consumer_overrides or {})
+        self._store_factory = store_factory(state_store, state_dir)
+        self.state_store = state_store
         self.graphs = graphs
         self.subtopologies: list[tuple[PipelineGraph, list[SubTopology]]] = [(g, split(g)) for g in graphs]
+        self.policy = make_policy(policy, graphs)
+        self.scheduler: Scheduler[SchedKey, Unit] = Scheduler(
+            self.policy, clock=clock, max_records=quantum_records, max_seconds=quantum_seconds
+        )
+        self.exporter = exporter if exporter is not None else PrometheusExporter()
+        self.spans_topic = spans_topic
+        self.span_sample_ratio = span_sample_ratio
+        self.feedback_topic = feedback_topic
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.emitter: SpanEmitter | None = None
+        self.feedback: FeedbackConsumer | None = None
         self.counters = WorkerCounters()
         self.topics: list[TopicSpec] = []
         self._stop = threading.Event()
@@ -116,10 +208,15 @@ class Worker:
         self._restorer = StateRestorer(settings, group, self.counters, restore_timeout)
         self._tasks: list[Task] = []
         self._routes: dict[str, tuple[Task, ...]] = {}
-        #: The hot loop's view of ``_routes``: per topic, each task's (decode, run) bound methods.
-        self._stages: dict[str, tuple[tuple[Decode, Run], ...]] = {}
-        self._windows: list[WindowOp] = []
+        #: The hot loop's view of ``_routes``: per topic, each task's decode method and schedule.
+        self._stages: dict[str, tuple[tuple[Decode, TaskSchedule], ...]] = {}
+        self._schedules: list[TaskSchedule] = []
+        self._fanout = 1
+        self._windows: list[StatefulStep] = []
         self._commits = OffsetCommits(self.counters)
+        self._inflight = InFlight()
+        self._paused: list[TopicPartition] = []
+        self._last_commit = 0.0
 
     # -- what it runs ---------------------------------------------------------------------------------
 
@@ -129,7 +226,7 @@ class Worker:
 
     def describe(self) -> str:
         """A human summary: pipelines, tenants, sub-topologies and topics."""
-        lines = [f"group {self.group}: {len(self.graphs)} pipeline(s)"]
+        lines = [f"group {self.group}: {len(self.graphs)} pipeline(s), policy {self.policy.name}"]
         for graph, subs in self.subtopologies:
             lines.append(
                 f"  pipeline {graph.name} (tenant {graph.tenant}, weight {graph.tenant_weight:g}, "
@@ -151,6 +248,17 @@ class Worker:
         """Block until the group gave this worker partitions (and their state is restored)."""
         return self._assigned_event.wait(timeout)
 
+    @property
+    def buffered(self) -> int:
+        """Units queued in the scheduler (what ``max_buffered`` bounds)."""
+        return len(self.scheduler)
+
+    @property
+    def cost_model(self) -> CostModel | None:
+        """The policy's cost model, if it keeps one (every built-in does)."""
+        model = getattr(self.policy, "cost_model", None)
+        return model if isinstance(model, CostModel) else None
+
     # -- life cycle -------------------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -169,36 +277,86 @@ class Worker:
             if topic.error is None and topic.partitions
         }
         self.topics = plan_topics(self.subtopologies, existing, self.default_partitions)
-        created = ensure_topics(admin, self.topics, timeout=timeout)
+        counts = {spec.name: spec.partitions for spec in self.topics}
+        for graph, subs in self.subtopologies:
+            check_copartitioned(graph, subs, counts)
+        metrics_topics = [
+            spec
+            for spec in metrics_topic_specs(
+                self.spans_topic or "cadenza-spans", self.feedback_topic or "cadenza-feedback"
+            )
+            if spec.name in (self.spans_topic, self.feedback_topic)
+        ]
+        created = ensure_topics(admin, [*self.topics, *metrics_topics], timeout=timeout)
         if created:
             _log.info("created topics: %s", ", ".join(sorted(created)))
         self._output = Output(self.settings)
-        for graph, subs in self.subtopologies:
-            self._tasks.extend(
-                build_tasks(
-                    graph, self._output, self.counters, subs, idle_timeout=self.watermark_idle_timeout
-                )
+        if self.spans_topic is not None:
+            self.emitter = SpanEmitter.to_kafka(
+                self.settings, self.spans_topic, worker_id=self.worker_id, sample_ratio=self.span_sample_ratio
             )
+            self.emitter.start()
+            self.exporter.track_span_emitter(self.emitter)
+        if self.feedback_topic is not None:
+            self.feedback = FeedbackConsumer(self.settings, self.feedback_topic)
+            self.feedback.start(timeout)
+            self.exporter.track_feedback(self.feedback)
+        owned: list[tuple[PipelineGraph, Task]] = []
+        registry = make_registry_client(self.settings)
+        for graph, subs in self.subtopologies:
+            tasks = build_tasks(
+                graph,
+                self._output,
+                self.counters,
+                subs,
+                idle_timeout=self.watermark_idle_timeout,
+                store_factory=self._store_factory,
+                registry_client=registry,
+            )
+            owned.extend((graph, task) for task in tasks)
+        self._tasks = [task for _, task in owned]
+        self._schedules = plan_schedules(owned, self.policy, self.exporter, self.emitter)
         routes: dict[str, list[Task]] = {}
-        for task in self._tasks:
-            routes.setdefault(task.subtopology.input_topic, []).append(task)
+        stages: dict[str, list[tuple[Decode, TaskSchedule]]] = {}
+        for schedule in self._schedules:
+            task = schedule.task
+            topic = task.subtopology.input_topic
+            routes.setdefault(topic, []).append(task)
+            stages.setdefault(topic, []).append((task.decoder.decode, schedule))
             self._windows.extend(task.windows)
         self._routes = {topic: tuple(tasks) for topic, tasks in routes.items()}
-        self._stages = {
-            topic: tuple((task.decoder.decode, task.root.process) for task in tasks)
-            for topic, tasks in self._routes.items()
+        self._stages = {topic: tuple(pairs) for topic, pairs in stages.items()}
+        self._fanout = max((len(pairs) for pairs in self._stages.values()), default=1)
+        self.exporter.register_callback(names.BUFFERED_RECORDS, lambda: len(self.scheduler))
+        self.exporter.register_callback(names.PAUSED_PARTITIONS, lambda: len(self._paused))
+        overrides: dict[str, Any] = {
+            # librdkafka's prefetch is the other buffer a burst fills: bound it too (per worker).
+            "queued.max.messages.kbytes": 32768,
+            # How long a fetch may wait for data. Kafka answers as soon as data arrives, but some
+            # brokers (the embedded Tansu) hold a parked fetch for the whole wait, which then adds up
+            # to this much latency to a record that arrives on an idle partition.
+            "fetch.wait.max.ms": 20,
         }
-        self._consumer, self._consumer_errors = make_consumer(
-            self.settings, self.group, **self._consumer_overrides
-        )
+        if any(node.kind == "join" for graph in self.graphs for node in graph.nodes):
+            # A join needs partition p of both its inputs on one worker; the range assignor gives that
+            # for co-partitioned topics, cooperative-sticky does not.
+            overrides["partition.assignment.strategy"] = "range"
+        overrides.update(self._consumer_overrides)
+        self._consumer, self._consumer_errors = make_consumer(self.settings, self.group, **overrides)
         self._consumer.subscribe(
             list(self._routes), on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
         self._started = True
-        _log.info("worker started in group %s, reading %s", self.group, ", ".join(self._routes))
+        self._last_commit = time.monotonic()
+        _log.info(
+            "worker started in group %s with policy %s, reading %s",
+            self.group,
+            self.policy.name,
+            ", ".join(self._routes),
+        )
 
     def stop(self) -> None:
-        """Ask the worker to stop after the batch in flight; safe from any thread or signal handler."""
+        """Ask the worker to stop after the step in flight; safe from any thread or signal handler."""
         self._stop.set()
 
     @property
@@ -206,15 +364,22 @@ class Worker:
         return self._stop.is_set()
 
     def run(self) -> None:
-        """Process batches until :meth:`stop`, then leave the group. Exceptions propagate, uncommitted."""
+        """Process until :meth:`stop`, then commit what finished and leave the group.
+
+        Records still queued at the stop are handed back uncommitted (their partitions' next owner runs
+        them). Exceptions propagate, uncommitted.
+        """
         try:
             self.start()
+            self.exporter.health.ready = True
             while not self._stop.is_set():
                 self.step()
         except BaseException:
             self._broken = True
+            self.exporter.health.live = False
             raise
         finally:
+            self.exporter.health.ready = False
             self.close()
 
     def close(self) -> None:
@@ -222,36 +387,66 @@ class Worker:
         consumer, self._consumer = self._consumer, None
         try:
             if consumer is not None:
-                consumer.close()  # the revoke callback finishes (or, when broken, drops) the batch
+                if not self._broken:
+                    self.commit()
+                consumer.close()  # the revoke callback drops what is still queued
         finally:
             self._restorer.close()
+            for task in self._tasks:
+                task.close()
             if self._output is not None and not self._broken:
                 self._output.close()
+            if self.emitter is not None:
+                self.emitter.close()
+            if self.feedback is not None:
+                self.feedback.close()
             self._started = False
 
     # -- the stages -------------------------------------------------------------------------------------
 
     def step(self) -> int:
-        """One batch through every stage; returns how many records were fetched."""
-        messages = self.fetch()
-        if self._failure is not None:
-            raise self._failure
-        if messages:
-            self.process(messages)
-            self.finish_batch()
-        return len(messages)
+        """Fetch what fits, run queued records for up to ``run_slice``, commit when due.
 
-    def fetch(self) -> list[Message]:
+        Returns how many records were fetched.
+        """
         consumer, errors = self._consumer, self._consumer_errors
         if consumer is None or errors is None:
             raise CadenzaError("the worker is not started")
         errors.raise_fatal()
-        return consumer.consume(self.batch_size, self.poll_timeout)
+        scheduler = self.scheduler
+        buffered = len(scheduler)
+        room = (self.max_buffered - buffered) // self._fanout
+        messages = consumer.consume(
+            min(self.batch_size, room) if room > 0 else 1, 0.0 if buffered else self.poll_timeout
+        )
+        if self._failure is not None:
+            raise self._failure
+        if messages:
+            self.admit(messages)
+        self._flow_control()
+        feedback = self.feedback
+        if feedback is not None and feedback.pending:
+            model = self.cost_model
+            if model is not None:
+                feedback.apply_pending(model)
+        ran = self.run_for(self.run_slice)
+        now = time.monotonic()
+        if ran and (not len(scheduler) or now - self._last_commit >= self.commit_interval):
+            self.commit()
+        elif not ran and not messages and self._commits:
+            self.commit()  # an earlier commit deferred by a rebalance
+        self.counters.batches += 1
+        return len(messages)
 
-    def process(self, messages: list[Message]) -> None:
-        """Decode and run each record, in fetch order (which is offset order per partition)."""
+    def admit(self, messages: list[Message]) -> None:
+        """Decode each record for each sub-topology reading its topic and queue the units."""
         stages = self._stages
-        positions = self._commits.positions
+        inflight = self._inflight
+        enqueue = self.scheduler.enqueue
+        now = time.time()
+        enqueued = time.perf_counter()
+        last_key: tuple[str, int] | None = None
+        progress = None
         units = 0
         for message in messages:
             if message.error() is not None and not self._usable(message):
@@ -261,18 +456,110 @@ class Worker:
             offset = message.offset()
             if topic is None or partition is None or offset is None:
                 continue
-            tasks = stages.get(topic)
-            if tasks is not None:
-                # Task.decode then Task.run, with the two wrapper calls per record taken out.
-                for decode, run in tasks:
-                    unit = decode(message, topic, partition, offset)
-                    if unit is not None:
-                        run(unit, unit.key, unit.value, unit.event_time, None)
-                        units += 1
-            positions[topic, partition] = offset + 1
+            if last_key is None or last_key[0] != topic or last_key[1] != partition:
+                last_key = (topic, partition)
+                progress = inflight.progress(topic, partition)
+            pending: Pending = [offset, 0]
+            for decode, schedule in stages.get(topic, ()):
+                unit = decode(message, topic, partition, offset)
+                if unit is None:
+                    continue  # dead-lettered: done as far as the commit is concerned
+                ctx = schedule.context(unit, message, now)
+                unit.ctx = ctx
+                unit.pending = pending
+                unit.enqueued = enqueued
+                pending[1] += 1
+                enqueue(schedule.key(partition), ctx, unit)
+            if progress is not None:
+                inflight.admitted(progress, offset, pending)
+            units += pending[1]
         counters = self.counters
         counters.consumed += len(messages)
         counters.units += units
+        size = len(self.scheduler)
+        counters.peak_buffered = max(counters.peak_buffered, size)
+
+    def run_for(self, seconds: float) -> int:
+        """Run quanta, best priority first, until the buffer is empty or ``seconds`` have passed."""
+        scheduler = self.scheduler
+        schedules = self._schedules
+        perf = time.perf_counter
+        until = perf() + seconds
+        ran = 0
+        while True:
+            quantum = scheduler.next_batch()
+            if quantum is None:
+                break
+            ran += self._run_quantum(quantum, schedules[quantum.key[0]])
+            if perf() >= until:
+                break
+        return ran
+
+    def _run_quantum(self, quantum: Quantum[SchedKey, Unit], schedule: TaskSchedule) -> int:
+        run = schedule.run
+        metrics = schedule.metrics
+        record_run = metrics.record_run
+        policy = self.policy
+        pipeline = schedule.pipeline
+        operator = schedule.operator_id
+        partition = quantum.key[1]
+        emitter = self.emitter
+        emit = None if emitter is None else emitter.emit
+        tenant = schedule.tenant
+        perf = time.perf_counter
+        wall = time.time() - perf()  # wall-clock time of perf 0: one clock read per quantum
+        ran = 0
+        busy = 0.0
+        waited = 0.0
+        last = None
+        for ctx, unit in quantum:
+            started = perf()
+            run(unit, unit.key, unit.value, unit.event_time, None)
+            finished = perf()
+            pending = unit.pending
+            if pending is not None:
+                pending[1] -= 1
+            run_time = finished - started
+            queue_wait = started - unit.enqueued
+            busy += run_time
+            waited += queue_wait
+            record_run(queue_wait, run_time)
+            if emit is not None:
+                emit(
+                    tenant,
+                    pipeline,
+                    operator,
+                    partition,
+                    ctx.trace_id,
+                    queue_wait,
+                    run_time,
+                    ctx.frontier_time,
+                    ctx.latency_target,
+                    wall + finished,
+                )
+            last = ctx
+            ran += 1
+        if last is not None:  # one reply per quantum: what its records cost, in total
+            measured = Measurement(pipeline, operator, busy, waited / ran, wall + perf(), ran)
+            policy.process_ctx_from_reply(policy.prepare_reply(last, measured))
+        return ran
+
+    def _flow_control(self) -> None:
+        """Pause every assigned partition when the buffer is full; resume when it drained to half."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        size = len(self.scheduler)
+        if size >= self.max_buffered - self._fanout:
+            assignment = consumer.assignment()
+            if len(assignment) != len(self._paused):  # first pause, or partitions were assigned since
+                consumer.pause(assignment)
+                if not self._paused:
+                    self.counters.pauses += 1
+                self._paused = assignment
+        elif self._paused and size <= self.max_buffered // 2:
+            consumer.resume(self._paused)
+            self._paused = []
 
     def _usable(self, message: Message) -> bool:
         try:
@@ -283,11 +570,16 @@ class Worker:
                 return False
             raise
 
-    def finish_batch(self) -> None:
-        """Produce and commit: outputs acknowledged, then state changelogged, then offsets committed."""
+    def commit(self) -> None:
+        """Produce and commit: outputs acknowledged, then state changelogged, then offsets committed.
+
+        Offsets are collected first: records that finish while the producer flushes are committed
+        next time, since their outputs may have been produced after the flush began.
+        """
         output = self._output
         if output is None:
             raise CadenzaError("the worker is not started")
+        self._commits.positions.update(self._inflight.advanced())
         touched = [window for window in self._windows if window.touched]
         if touched:
             output.flush()
@@ -299,7 +591,7 @@ class Worker:
         output.flush()
         if self._consumer is not None:
             self._commits.commit(self._consumer)
-        self.counters.batches += 1
+        self._last_commit = time.monotonic()
 
     # -- rebalancing ----------------------------------------------------------------------------------
 
@@ -333,19 +625,29 @@ class Worker:
         )
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # Batches are finished before the next consume(), so normally nothing is pending here; finish
-        # anyway rather than drop work, unless the worker failed (then nothing may be committed).
-        if self._commits and not self._broken:
-            self.finish_batch()
+        # Commit what finished (unless the worker failed: then nothing may be committed); the queued
+        # records of these partitions are dropped by _forget and run again by the next owner.
+        if self._output is not None and not self._broken:
+            self.commit()
         self._forget(partitions, "revoked")
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Lost partitions belong to someone else already: committing for them would fail or, worse,
-        # succeed over the new owner's progress. Drop their pending offsets and state.
+        # succeed over the new owner's progress. Drop their pending offsets, queued records and state.
         self._forget(partitions, "lost")
 
     def _forget(self, partitions: list[TopicPartition], why: str) -> None:
         self._commits.forget(partitions)
+        self._inflight.forget((tp.topic, tp.partition) for tp in partitions)
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        if self._paused:
+            self._paused = [tp for tp in self._paused if (tp.topic, tp.partition) not in gone]
+        dropped = 0
+        for schedule in self._schedules:
+            topic = schedule.task.subtopology.input_topic
+            for tp in partitions:
+                if tp.topic == topic:
+                    dropped += self.scheduler.discard(schedule.key(tp.partition))
         for tp in partitions:
             for task in self._tasks_of(tp.topic):
                 for window in task.windows:
@@ -353,4 +655,9 @@ class Worker:
         with self._lock:
             self._assignment.difference_update((tp.topic, tp.partition) for tp in partitions)
         if partitions:
-            _log.info("%s %s", why, ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
+            _log.info(
+                "%s %s (%d queued record(s) handed back)",
+                why,
+                ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions),
+                dropped,
+            )

@@ -1,7 +1,7 @@
 """The unit of work: one decoded input record for one operator-partition.
 
-This is what the deadline scheduler will queue per operator-partition (``pipeline``, ``node_id``,
-``partition``) between the decode and the run stages, so it is a small slots object made once per
+This is what the deadline scheduler queues per operator-partition (a sub-topology and an input
+partition) between the decode and the run stages, so it is a small slots object made once per
 record and pipeline. It keeps the consumed :class:`~confluent_kafka.Message` instead of copying its
 raw key, value and headers, because only the rare paths (dead letters, late records) read them and
 the common path should not pay for building a header list per record.
@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Message
 
 from cadenza.infra.kafka.headers import AnyHeaders
+from cadenza.scheduling.context import SchedulingContext
 
 if TYPE_CHECKING:
+    from cadenza.worker.inflight import Pending
     from cadenza.worker.wire import Origin
 
 __all__ = ["Unit"]
@@ -25,6 +27,8 @@ class Unit:
     """One record entering one sub-topology; fields are set once by the decoder."""
 
     __slots__ = (
+        "ctx",
+        "enqueued",
         "event_time",
         "key",
         "message",
@@ -32,6 +36,7 @@ class Unit:
         "offset",
         "origin",
         "partition",
+        "pending",
         "pipeline",
         "topic",
         "value",
@@ -62,6 +67,13 @@ class Unit:
         #: For records read from a repartition topic: where upstream they came from (see
         #: :mod:`cadenza.worker.wire`); ``None`` for records read from a source topic.
         self.origin: Origin | None = None
+        #: The scheduling context, set when the unit is admitted to the scheduler.
+        self.ctx: SchedulingContext | None = None
+        #: ``perf_counter()`` when the unit was queued (its queue wait is measured from here).
+        self.enqueued = 0.0
+        #: The consumed record's in-flight entry (see :mod:`cadenza.worker.inflight`); the offset is
+        #: committable once every unit of the record ran.
+        self.pending: Pending | None = None
 
     @property
     def headers(self) -> AnyHeaders:

@@ -38,6 +38,8 @@ class Record:
     key: bytes | None
     value: bytes | None
     headers: dict[str, bytes | None]
+    #: The record's Kafka timestamp in seconds (CreateTime: when its producer produced it).
+    timestamp: float = 0.0
 
     def header(self, name: str) -> str:
         value = self.headers.get(name)
@@ -100,6 +102,7 @@ class Reader:
                     message.key(),
                     message.value(),
                     headers_as_dict([(k, v.encode() if isinstance(v, str) else v) for k, v in headers or ()]),
+                    message.timestamp()[1] / 1000.0,
                 )
             )
 

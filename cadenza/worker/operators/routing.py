@@ -9,11 +9,14 @@ from pydantic import BaseModel
 
 from cadenza.operators import Window
 from cadenza.pipelines.graph import TopicFormat
+from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext
 from cadenza.schemas import EncodeError, ValueCodec, codec_for
+from cadenza.schemas.registry import SchemaRegistryLike
 from cadenza.state import encode_key
 from cadenza.state.safe_codec import UnsupportedValueError
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
+from cadenza.worker.decode import value_codec
 from cadenza.worker.operators.base import Operator
 from cadenza.worker.output import OutHeaders, Output
 from cadenza.worker.unit import Unit
@@ -25,7 +28,12 @@ from cadenza.worker.wire import (
     pack_origin,
 )
 
-__all__ = ["KeyByOp", "SinkOp"]
+__all__ = ["KeyByOp", "KeyByStamp", "SinkOp", "SinkStamp"]
+
+KeyByStamp = Callable[[SchedulingContext, float, Any], bytes]
+"""``(context in, event time, value) -> cadenza-ctx`` for the sub-topology reading the repartition topic."""
+SinkStamp = Callable[[Unit, Window | None, Any], bytes | None]
+"""``(unit, window, value) -> cadenza-ctx`` of a result (``None``: none); also records its deadline."""
 
 
 class KeyByOp(Operator):
@@ -36,7 +44,7 @@ class KeyByOp(Operator):
     is dropped here: after re-keying, the record is grouped anew.
     """
 
-    __slots__ = ("_last", "_seq", "counters", "dead", "fn", "output", "topic")
+    __slots__ = ("_last", "_seq", "counters", "dead", "fn", "output", "stamp", "topic")
 
     def __init__(
         self,
@@ -56,6 +64,8 @@ class KeyByOp(Operator):
         self.counters = counters
         self._last: Unit | None = None
         self._seq = 0
+        #: Set by the worker's scheduling (see :mod:`cadenza.worker.deadlines`).
+        self.stamp: KeyByStamp | None = None
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         try:
@@ -78,6 +88,10 @@ class KeyByOp(Operator):
         headers: OutHeaders = [
             (ORIGIN_HEADER, pack_origin(unit.partition, unit.offset, self._seq, event_time))
         ]
+        stamp = self.stamp
+        ctx = unit.ctx
+        if stamp is not None and ctx is not None:
+            headers.append((CONTEXT_HEADER, stamp(ctx, event_time, value)))
         self.output.produce(self.topic, value_bytes, key_bytes, headers)
         self.counters.produced += 1
 
@@ -86,7 +100,19 @@ class SinkOp(Operator):
     """Encodes with the sink's format and produces; window results become the JSON envelope
     described in :mod:`cadenza.worker.wire`."""
 
-    __slots__ = ("_avro", "_produce", "codec", "counters", "dead", "format", "headers", "output", "topic")
+    __slots__ = (
+        "_avro",
+        "_produce",
+        "codec",
+        "counters",
+        "dead",
+        "format",
+        "headers",
+        "output",
+        "registry_client",
+        "stamp",
+        "topic",
+    )
 
     def __init__(
         self,
@@ -97,10 +123,13 @@ class SinkOp(Operator):
         output: Output,
         dead: DeadLetters,
         counters: WorkerCounters,
+        registry_client: SchemaRegistryLike | None = None,
     ) -> None:
         super().__init__(node_id)
         self.topic = topic
         self.format = format
+        #: With a registry, Avro values are written in the Confluent wire format (subject <topic>-value).
+        self.registry_client = registry_client
         self.output = output
         self.dead = dead
         self.counters = counters
@@ -110,6 +139,8 @@ class SinkOp(Operator):
         self._avro: dict[type, tuple[ValueCodec[Any], OutHeaders | None]] = {}
         self.headers: OutHeaders | None = None
         self._produce = output.producer.produce
+        #: Set by the worker's scheduling (see :mod:`cadenza.worker.deadlines`).
+        self.stamp: SinkStamp | None = None
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         codec = self.codec
@@ -126,6 +157,11 @@ class SinkOp(Operator):
         except Exception as exc:
             self.dead.function_failed(unit, self.node_id, exc)
             return
+        stamp = self.stamp
+        if stamp is not None:
+            raw = stamp(unit, window, value)
+            if raw is not None:
+                headers = [(CONTEXT_HEADER, raw)] if headers is None else [*headers, (CONTEXT_HEADER, raw)]
         try:
             self._produce(self.topic, value_bytes, key_bytes, -1, headers=headers)
         except BufferError:
@@ -141,7 +177,7 @@ class SinkOp(Operator):
                     f"sink {self.topic!r} is Avro, which needs a pydantic model value; got {kind.__name__}",
                     error_type="TypeError",
                 )
-            codec = codec_for("avro", kind)
+            codec = value_codec("avro", kind, self.topic, self.registry_client)
             codec_headers: OutHeaders = list(codec.headers())
             found = self._avro[kind] = (codec, codec_headers or None)
         return found

@@ -1,0 +1,303 @@
+"""Scheduling contexts for the worker's sub-topologies: built at admission, stamped on every output.
+
+The scheduler's operator-partition is a sub-topology (:class:`~cadenza.worker.task.Task`) on one input
+partition: the steps of a sub-topology run as one fused chain, like Cameo's operators, because they
+need no queue between them. So the "operator" the policies and the cost model see is the
+sub-topology, named by its entry step, and ``C_path`` runs over the DAG of sub-topologies joined by
+their repartition topics.
+
+Where contexts come from:
+
+- a record read from a source topic gets a fresh context from ``policy.build_ctx_at_source``, with
+  the record's Kafka timestamp as its arrival (``t_F``), unless it carries a valid ``cadenza-ctx``
+  of the same pipeline (written by a Spark stage of the pipeline, say), which it keeps;
+- a record read from a repartition topic carries the context its ``key_by`` stamped for this
+  sub-topology (``policy.build_ctx_at_operator``); a missing or garbled one is counted and replaced
+  by a fresh source context;
+- a sink stamps a context on each result for whoever reads the sink topic next.
+
+For a windowed sub-topology the record's window close is passed to the policy (Cameo uses it as
+``t_F``). The close of a window is its event-time end plus the allowed lateness plus the source's
+bound on out-of-orderness: the earliest moment the watermark lets the final result out, taking event
+time as wall-clock time (which is what producer timestamps are). The same close is the ``t_F`` of
+the window's result at the sink, so a window result's end-to-end latency is measured from when it
+could first have been emitted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
+
+from cadenza.infra.kafka.headers import get_header
+from cadenza.infra.metrics.emitter import SpanEmitter
+from cadenza.infra.metrics.prometheus import OperatorMetrics, PrometheusExporter
+from cadenza.operators import Window
+from cadenza.pipelines import PipelineGraph
+from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext, decode_context, encode_context
+from cadenza.scheduling.costs import CostModel
+from cadenza.scheduling.policy import OperatorInfo, SchedulingPolicy, SourceRecordInfo
+from cadenza.worker.operators.base import Operator
+from cadenza.worker.operators.routing import KeyByOp, SinkOp
+from cadenza.worker.operators.window import WindowOp
+from cadenza.worker.task import Task
+from cadenza.worker.unit import Unit
+
+__all__ = ["TaskSchedule", "iter_operators", "plan_schedules", "window_close"]
+
+CloseTime = Callable[[float], float]
+
+
+def iter_operators(root: Operator) -> Iterator[Operator]:
+    """Every operator reachable from ``root`` (each once), by following operator-valued slots."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        op = stack.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        yield op
+        for cls in type(op).__mro__:
+            for name in getattr(cls, "__slots__", ()):
+                value = getattr(op, name, None)
+                if isinstance(value, Operator):
+                    stack.append(value)
+                elif isinstance(value, tuple | list):
+                    stack.extend(item for item in value if isinstance(item, Operator))
+
+
+def window_close(window_op: WindowOp) -> CloseTime:
+    """``event time -> close`` of the first window a record at ``window_op`` falls into."""
+    delay = window_op.lateness + window_op.max_out_of_orderness
+    assigner: Any = window_op.assigner
+    assign = getattr(assigner, "assign", None)
+    if assign is not None:
+
+        def close_assigned(t: float) -> float:
+            windows: list[Window] = assign(t)
+            return (min(w.end for w in windows) if windows else t) + delay
+
+        return close_assigned
+    window_of = assigner.window_of
+
+    def close_single(t: float) -> float:
+        end: float = window_of(t).end
+        return end + delay
+
+    return close_single
+
+
+class TaskSchedule:
+    """What the worker needs to schedule one task: its identity, its deadline inputs and its metrics."""
+
+    __slots__ = (
+        "_fresh_info",
+        "close",
+        "from_source",
+        "index",
+        "keys",
+        "latency_target",
+        "metrics",
+        "operator_id",
+        "pipeline",
+        "policy",
+        "run",
+        "task",
+        "tenant",
+    )
+
+    def __init__(
+        self,
+        index: int,
+        task: Task,
+        graph: PipelineGraph,
+        policy: SchedulingPolicy,
+        metrics: OperatorMetrics,
+    ) -> None:
+        self.index = index
+        self.task = task
+        self.run = task.root.process
+        self.pipeline = graph.name
+        self.tenant = graph.tenant
+        self.latency_target = graph.latency_target_s
+        self.operator_id = task.subtopology.entry
+        self.from_source = task.subtopology.input_kind == "source"
+        self.policy = policy
+        self.metrics = metrics
+        windows = [op for op in iter_operators(task.root) if isinstance(op, WindowOp)]
+        #: The close of a record's window at this task, if the task is windowed.
+        self.close: CloseTime | None = window_close(windows[0]) if windows else None
+        #: Scheduler keys per input partition, made once (a tuple per record would be made per record).
+        self.keys: dict[int, tuple[int, int]] = {}
+        self._fresh_info = SourceRecordInfo(self.pipeline, self.tenant, self.latency_target, 0.0, 0, 0)
+        self._fresh_info.operator_id = self.operator_id
+
+    def key(self, partition: int) -> tuple[int, int]:
+        key = self.keys.get(partition)
+        if key is None:
+            key = self.keys[partition] = (self.index, partition)
+        return key
+
+    def context(self, unit: Unit, message: Message, now: float) -> SchedulingContext:
+        """The context of a unit entering this task (see the module docstring)."""
+        raw = get_header(message.headers(), CONTEXT_HEADER)
+        trace_id = None
+        if raw is not None:
+            ctx = decode_context(raw)
+            if ctx is None:
+                self.metrics.context_garbled += 1
+            elif not self.from_source or ctx.pipeline_id == self.pipeline:
+                return ctx
+            else:
+                trace_id = ctx.trace_id  # another pipeline's result: new deadline, same trace
+        elif not self.from_source:
+            self.metrics.context_missing += 1
+        kind, millis = message.timestamp()
+        arrival = now
+        if kind != TIMESTAMP_NOT_AVAILABLE:
+            stamped = millis / 1000.0
+            if 0.0 < stamped < now:
+                arrival = stamped
+        info = self._fresh_info
+        info.arrival_time = arrival
+        info.offset = unit.offset
+        info.partition = unit.partition
+        info.trace_id = trace_id
+        close = self.close
+        info.window_close_time = None if close is None else close(unit.event_time)
+        return self.policy.build_ctx_at_source(info)
+
+
+class _KeyByStamp:
+    """Stamps the context a ``key_by`` output needs at the sub-topology that reads its topic."""
+
+    __slots__ = ("build", "close", "target")
+
+    def __init__(self, policy: SchedulingPolicy, target: TaskSchedule) -> None:
+        self.build = policy.build_ctx_at_operator
+        self.target = OperatorInfo(target.pipeline, target.operator_id, target.close is not None)
+        self.close = target.close
+
+    def __call__(self, ctx: SchedulingContext, event_time: float, value: object) -> bytes:
+        target = self.target
+        close = self.close
+        if close is not None:
+            target.window_close_time = close(event_time)
+        return encode_context(self.build(ctx, target, value))
+
+
+class _SinkStamp:
+    """At a sink: the result's end-to-end latency and deadline, and the context it carries onwards.
+
+    The outgoing context is made here directly rather than by ``policy.build_ctx_at_operator``: the
+    reader of a sink topic is outside this pipeline, so there is no receiving operator to cost, and
+    the worker reading it builds its own context for its pipeline anyway (keeping the trace id).
+    """
+
+    __slots__ = ("delay", "emitter", "latency_target", "metrics")
+
+    def __init__(
+        self,
+        *,
+        latency_target: float,
+        delay: float | None,
+        metrics: OperatorMetrics,
+        emitter: SpanEmitter | None,
+    ) -> None:
+        self.latency_target = latency_target
+        #: For a sink after a window: how long after a window's end its result can first be emitted.
+        self.delay = delay
+        self.metrics = metrics
+        self.emitter = emitter
+
+    def __call__(self, unit: Unit, window: Window | None, value: object) -> bytes | None:
+        ctx = unit.ctx
+        if ctx is None:  # run outside the scheduler (tests of single operators)
+            return None
+        now = time.time()
+        delay = self.delay
+        frontier = ctx.frontier_time
+        if window is not None and delay is not None:
+            frontier = window.end + delay
+        latency = now - frontier
+        target = self.latency_target
+        self.metrics.record_sink(latency, latency <= target)
+        emitter = self.emitter
+        if emitter is not None:
+            tenant, pipeline, operator = self.metrics.labels
+            emitter.emit(
+                tenant,
+                pipeline,
+                operator,
+                unit.partition,
+                ctx.trace_id,
+                0.0,
+                0.0,
+                frontier,
+                target,
+                now,
+                sink=True,
+            )
+        return encode_context(
+            SchedulingContext(
+                ctx.pipeline_id,
+                ctx.tenant_id,
+                frontier,
+                ctx.latency_target,
+                ctx.priority,
+                0.0,
+                ctx.hops + 1,
+                ctx.trace_id,
+            )
+        )
+
+
+def plan_schedules(
+    tasks: list[tuple[PipelineGraph, Task]],
+    policy: SchedulingPolicy,
+    exporter: PrometheusExporter,
+    emitter: SpanEmitter | None,
+) -> list[TaskSchedule]:
+    """A schedule per task, the policy's cost DAG registered, and the hooks set on key_by and sinks."""
+    schedules = [
+        TaskSchedule(
+            index,
+            task,
+            graph,
+            policy,
+            exporter.operator(graph.tenant, graph.name, task.subtopology.entry),
+        )
+        for index, (graph, task) in enumerate(tasks)
+    ]
+    by_input = {(s.pipeline, s.task.subtopology.input_topic): s for s in schedules}
+    edges: dict[str, dict[str, list[str]]] = {}
+    for schedule in schedules:
+        downstream = edges.setdefault(schedule.pipeline, {}).setdefault(schedule.operator_id, [])
+        for op in iter_operators(schedule.task.root):
+            if isinstance(op, KeyByOp):
+                target = by_input.get((schedule.pipeline, op.topic))
+                if target is not None:
+                    op.stamp = _KeyByStamp(policy, target)
+                    downstream.append(target.operator_id)
+            elif isinstance(op, SinkOp):
+                graph = next(g for g, t in tasks if t is schedule.task)
+                op.stamp = _SinkStamp(
+                    latency_target=schedule.latency_target,
+                    delay=_close_delay(schedule.task),
+                    metrics=exporter.operator(graph.tenant, graph.name, op.node_id, sink=True),
+                    emitter=emitter,
+                )
+    cost_model = getattr(policy, "cost_model", None)
+    if isinstance(cost_model, CostModel):
+        for pipeline, dag in edges.items():
+            cost_model.add_pipeline(pipeline, dag)
+    return schedules
+
+
+def _close_delay(task: Task) -> float | None:
+    windows = [op for op in iter_operators(task.root) if isinstance(op, WindowOp)]
+    return windows[0].lateness + windows[0].max_out_of_orderness if windows else None

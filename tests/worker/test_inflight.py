@@ -1,0 +1,56 @@
+"""Committable offsets when a record's units finish out of order (pure logic, no broker)."""
+
+from __future__ import annotations
+
+from cadenza.worker.inflight import InFlight, Pending
+
+
+def admit(inflight: InFlight, topic: str, partition: int, offset: int, units: int) -> Pending:
+    pending: Pending = [offset, units]
+    inflight.admitted(inflight.progress(topic, partition), offset, pending)
+    return pending
+
+
+def test_the_committable_offset_stops_at_the_first_record_with_units_left() -> None:
+    inflight = InFlight()
+    records = [admit(inflight, "t", 0, offset, 2) for offset in range(4)]  # two sub-topologies each
+    for pending in (records[1], records[2], records[3]):
+        pending[1] -= 2  # both units of offsets 1-3 ran before either unit of offset 0
+    assert inflight.advanced() == {("t", 0): 0}
+    records[0][1] -= 1
+    assert inflight.advanced() == {}  # offset 0 still has a unit queued: nothing moves
+    records[0][1] -= 1
+    assert inflight.advanced() == {("t", 0): 4}
+    assert inflight.unfinished() == 0
+
+
+def test_records_without_units_do_not_hold_the_offset_back() -> None:
+    inflight = InFlight()
+    admit(inflight, "t", 0, 0, 0)  # dead-lettered at decode
+    admit(inflight, "t", 0, 1, 0)
+    assert inflight.advanced() == {("t", 0): 2}
+    slow = admit(inflight, "t", 0, 2, 1)
+    admit(inflight, "t", 0, 3, 0)  # done at once, but after a record still running
+    assert inflight.advanced() == {}
+    slow[1] -= 1
+    assert inflight.advanced() == {("t", 0): 4}
+
+
+def test_partitions_advance_independently_and_only_forward() -> None:
+    inflight = InFlight()
+    a = admit(inflight, "t", 0, 10, 1)
+    b = admit(inflight, "t", 1, 5, 1)
+    b[1] -= 1
+    assert inflight.advanced() == {("t", 0): 10, ("t", 1): 6}
+    assert inflight.advanced() == {}  # handed to a commit already
+    a[1] -= 1
+    assert inflight.advanced() == {("t", 0): 11}
+
+
+def test_forgotten_partitions_are_gone() -> None:
+    inflight = InFlight()
+    admit(inflight, "t", 0, 0, 1)
+    admit(inflight, "u", 0, 0, 1)
+    inflight.forget([("t", 0)])
+    assert set(inflight.partitions) == {("u", 0)}
+    assert inflight.unfinished() == 1
