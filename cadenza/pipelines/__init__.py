@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from cadenza.pipelines.describe import describe
 from cadenza.pipelines.errors import PipelineDefinitionError
-from cadenza.pipelines.graph import EdgeSpec, InternalTopic, NodeFunctions, NodeSpec, PipelineGraph
+from cadenza.pipelines.graph import (
+    EdgeSpec,
+    InternalTopic,
+    NodeFunctions,
+    NodeSpec,
+    PipelineGraph,
+    SparkStageFunctions,
+    SparkStageSpec,
+)
 from cadenza.pipelines.pipeline import Pipeline
 from cadenza.pipelines.registry import load_pipelines
 from cadenza.pipelines.stream import Stream, WindowedStream
@@ -27,6 +35,8 @@ __all__ = [
     "PipelineGraph",
     "Session",
     "Sliding",
+    "SparkStageFunctions",
+    "SparkStageSpec",
     "Stream",
     "Tumbling",
     "WindowSpec",

@@ -48,6 +48,18 @@ def _describe_one(graph: PipelineGraph) -> str:
         arrows = _arrows(graph, node_id)
         row = f"    {node_id:<{id_width}}  {detail:<{detail_width}}"
         lines.append(f"{row}  -> {arrows}".rstrip() if arrows else row.rstrip())
+    if graph.spark_stages:
+        lines.append("  spark stages:")
+        for stage in graph.spark_stages:
+            options = [f"mode {stage.output_mode}"]
+            if stage.watermark_s is not None:
+                options.append(f"watermark {_seconds(stage.watermark_s)}")
+            if stage.event_time_field is not None:
+                options.append(f"event_time={stage.event_time_field}")
+            lines.append(
+                f"    {stage.id}  {stage.transform}: {stage.input_topic} -> {stage.output_topic} "
+                f"({', '.join(options)}), read back by {stage.output_node}"
+            )
     return "\n".join(lines)
 
 
@@ -67,6 +79,8 @@ def _details(graph: PipelineGraph, node: NodeSpec) -> str:
             parts.append(f"max_out_of_orderness={_seconds(p['max_out_of_orderness_s'])}")
         return " ".join(parts)
     if node.kind == "sink":
+        if p.get("spark_stage") is not None:
+            return f"on_spark {node.name} via topic={p['topic']}"
         return f"topic={p['topic']} format={p['format']}"
     if node.kind == "window_aggregate":
         spec = node.window_spec()

@@ -114,6 +114,53 @@ class InternalTopic(BaseModel):
     compacted: bool = False
 
 
+SparkOutputMode: TypeAlias = Literal["append", "update"]
+
+
+@dataclass(frozen=True)
+class SparkStageFunctions:
+    """The user code of a Spark stage: the DataFrame transform, and the models on either side.
+
+    ``input_model`` gives the Spark schema the stage-input JSON is parsed with; ``value_model`` is
+    what the result source decodes into (it is also on that source node's :class:`NodeFunctions`).
+    """
+
+    transform: Callable[[Any], Any]
+    input_model: type[BaseModel] | None = None
+    value_model: type[BaseModel] | None = None
+
+
+class SparkStageSpec(BaseModel):
+    """A step handed to Spark: the worker writes ``input_topic``, Spark reads it and writes ``output_topic``.
+
+    The worker needs nothing special for it: ``input_node`` is an ordinary JSON sink (into the
+    stage-input topic) and ``output_node`` an ordinary source (of the result topic). ``cadenza
+    spark-stage`` runs the Structured Streaming query between the two and stamps every result with a
+    scheduling context (this pipeline's tenant and latency target) so downstream deadlines hold.
+    ``hops`` is how many steps precede the stage on the longest path from a source; a result's context
+    gets the input's hop count + 1 (this + 1 when the transform dropped the per-record count).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    name: str
+    pipeline: str
+    tenant: str
+    latency_target_s: float
+    input_topic: str
+    output_topic: str
+    input_node: str
+    output_node: str
+    transform: str
+    input_model: str | None = None
+    value_model: str | None = None
+    event_time_field: str | None = None
+    watermark_s: float | None = None
+    output_mode: SparkOutputMode = "append"
+    hops: int = 0
+
+
 class PipelineGraph(BaseModel):
     """A pipeline ready to run: validated, acyclic, every path ending in a sink.
 
@@ -135,6 +182,11 @@ class PipelineGraph(BaseModel):
     sink_topics: list[str]
     internal_topics: list[InternalTopic]
     functions: SkipJsonSchema[dict[str, InstanceOf[NodeFunctions]]] = Field(
+        default_factory=dict, exclude=True, repr=False
+    )
+    # Left out of the JSON when empty, so graphs without Spark stages serialize as before.
+    spark_stages: list[SparkStageSpec] = Field(default_factory=list, exclude_if=lambda stages: not stages)
+    spark_functions: SkipJsonSchema[dict[str, InstanceOf[SparkStageFunctions]]] = Field(
         default_factory=dict, exclude=True, repr=False
     )
 
@@ -163,7 +215,22 @@ class PipelineGraph(BaseModel):
                     "upstream/downstream ids do not match the edges", pipeline=self.name, step=node.id
                 )
         self.topological_order()
+        kinds = {node.id: node.kind for node in self.nodes}
+        for stage in self.spark_stages:
+            if kinds.get(stage.input_node) != "sink" or kinds.get(stage.output_node) != "source":
+                raise PipelineDefinitionError(
+                    f"Spark stage {stage.id!r} must write through a sink step and be read by a source step",
+                    pipeline=self.name,
+                    step=stage.input_node,
+                )
         return self
+
+    def spark_stage(self, stage_id: str) -> SparkStageSpec:
+        """The Spark stage with this id; ``KeyError`` if there is none."""
+        for stage in self.spark_stages:
+            if stage.id == stage_id:
+                return stage
+        raise KeyError(f"pipeline {self.name!r} has no Spark stage {stage_id!r}")
 
     def node(self, node_id: str) -> NodeSpec:
         """The node with this id; ``KeyError`` if there is none."""

@@ -29,6 +29,8 @@ from cadenza.pipelines.graph import (
     NodeKind,
     NodeSpec,
     PipelineGraph,
+    SparkStageFunctions,
+    SparkStageSpec,
     TopicFormat,
 )
 from cadenza.pipelines.stream import Stream
@@ -118,6 +120,7 @@ class Pipeline:
         )
         self._nodes: dict[str, _Node] = {}
         self._open_windows: list[_OpenWindow] = []
+        self._spark_stages: list[tuple[SparkStageSpec, SparkStageFunctions]] = []
 
     # --- read-only configuration -------------------------------------------------------------
 
@@ -406,7 +409,31 @@ class Pipeline:
             sink_topics=sinks,
             internal_topics=self._internal_topics(nodes),
             functions={node.id: node.functions for node in nodes},
+            spark_stages=[
+                spec.model_copy(update={"hops": self._depth(self._nodes[spec.input_node].inputs[0][0])})
+                for spec, _ in self._spark_stages
+            ],
+            spark_functions={spec.id: functions for spec, functions in self._spark_stages},
         )
+
+    def _depth(self, node_id: str) -> int:
+        """Steps on the longest path from a source to ``node_id``, both included (a source is 1)."""
+        depth: dict[str, int] = {}
+        for node in self._nodes.values():  # declaration order is topological
+            depth[node.id] = 1 + max((depth[upstream] for upstream, _ in node.inputs), default=0)
+            if node.id == node_id:
+                break
+        return depth[node_id]
+
+    def _input_model(self, step: str) -> type[BaseModel] | None:
+        """The value model records have at ``step``, when only type-keeping steps follow a typed source."""
+        node = self._nodes[step]
+        while node.kind in ("filter", "key_by", "branch"):
+            node = self._nodes[node.inputs[0][0]]
+        return node.functions.value_model if node.kind == "source" else None
+
+    def _add_spark_stage(self, spec: SparkStageSpec, functions: SparkStageFunctions) -> None:
+        self._spark_stages.append((spec, functions))
 
     # --- helpers used by Stream -------------------------------------------------------------
 

@@ -15,10 +15,18 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from cadenza.pipelines.graph import NodeFunctions, TopicFormat
+from cadenza.pipelines.graph import (
+    NodeFunctions,
+    SparkOutputMode,
+    SparkStageFunctions,
+    SparkStageSpec,
+    TopicFormat,
+)
 from cadenza.pipelines.windows import WINDOW_SPEC_TYPES, Hopping, Session, Sliding, Tumbling
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from cadenza.pipelines.pipeline import Pipeline, _OpenWindow
 
 T = TypeVar("T")
@@ -234,6 +242,94 @@ class Stream(Generic[T]):
             keyed=self.keyed,
             ports=0,
         )
+
+    def on_spark(
+        self,
+        transform: Callable[[Any], Any],
+        *,
+        topic: str,
+        value: type[BaseModel] | None = None,
+        input: type[BaseModel] | None = None,
+        event_time: str | None = None,
+        watermark: DurationLike | None = None,
+        output_mode: SparkOutputMode = "append",
+        result_timestamp: str | Callable[[Any], Any] | None = None,
+        name: str | None = None,
+    ) -> Stream[Any]:
+        """Hand this step to Spark: ``transform(df)`` runs as a Structured Streaming query, and its
+        result comes back as a new stream read from ``topic`` (decoded into ``value``).
+
+        ``df`` has one column per field of ``input`` (parsed from the JSON the worker writes), an
+        ``event_time`` timestamp column (the ``event_time`` field of ``input``, else the Kafka record
+        time), and ``_key``, ``_frontier_time``, ``_hops``, ``_trace_id`` carried from each record's
+        scheduling context. With ``watermark`` the event-time column gets one, so windowed
+        aggregations can run in ``append`` mode. A result row's ``window`` column (if any) sets its
+        frontier time to the window's end; a kept ``_frontier_time`` column sets it otherwise.
+
+        Compiled as two ordinary steps, so the worker runs it unchanged: a JSON sink into the stage's
+        input topic (``<pipeline>.<step>.spark-in``) and a source of ``topic``; the graph lists the
+        stage in ``spark_stages`` for ``cadenza spark-stage``. ``input`` may be left out when the
+        stream comes straight (through filter/key_by/branch only) from a source with a value model.
+        """
+        pipeline = self._pipeline
+        self._require_callable(transform, "on_spark()")
+        step = f"{len(pipeline.steps) + 1}-spark_stage"
+        model = input if input is not None else pipeline._input_model(self._step)
+        if model is None:
+            raise pipeline._error(
+                "on_spark() needs the model of the records it receives, to give Spark their schema: pass "
+                "input=Model (values are untyped after map, flat_map and window steps)",
+                step,
+            )
+        if event_time is not None and event_time not in model.model_fields:
+            raise pipeline._error(
+                f"on_spark() event_time field {event_time!r} is not a field of {model.__name__} "
+                f"(fields: {', '.join(model.model_fields) or 'none'})",
+                step,
+            )
+        if output_mode not in ("append", "update"):
+            raise pipeline._error(
+                f"on_spark() output_mode must be append or update, got {output_mode!r}", step
+            )
+        watermark_s = None if watermark is None else pipeline._duration(watermark, "watermark", step)
+        result_topic = pipeline._topic(topic, what="on_spark result topic", step=step)
+        input_topic = pipeline._topic(
+            f"{pipeline.name}.{step}.spark-in", what="Spark stage input topic", step=step
+        )
+        pipeline._add(
+            "sink",
+            "spark_stage",
+            name or _function_name(transform),
+            ((self._step, self._port),),
+            parameters={"topic": input_topic, "format": "json", "spark_stage": step},
+            functions=NodeFunctions(),
+            keyed=self.keyed,
+            ports=0,
+        )
+        result = pipeline.source(result_topic, value=value, timestamp=result_timestamp)
+        from cadenza.pipelines.pipeline import qualified_name  # noqa: PLC0415 - import cycle
+
+        pipeline._add_spark_stage(
+            SparkStageSpec(
+                id=step,
+                name=name or _function_name(transform),
+                pipeline=pipeline.name,
+                tenant=pipeline.tenant,
+                latency_target_s=pipeline.latency_target_s,
+                input_topic=input_topic,
+                output_topic=result_topic,
+                input_node=step,
+                output_node=result.step,
+                transform=_function_name(transform),
+                input_model=qualified_name(model),
+                value_model=None if value is None else qualified_name(value),
+                event_time_field=event_time,
+                watermark_s=watermark_s,
+                output_mode=output_mode,
+            ),
+            SparkStageFunctions(transform=transform, input_model=model, value_model=value),
+        )
+        return result
 
     def _require_callable(self, fn: object, what: str) -> None:
         if not callable(fn):
