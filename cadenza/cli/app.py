@@ -7,10 +7,15 @@ from typing import Annotated
 import typer
 
 from cadenza import __version__
+from cadenza.cli.bench import bench_app
 from cadenza.cli.broker import broker_app
 from cadenza.cli.console import console, setup_logging
 from cadenza.cli.demo import demo
 from cadenza.cli.describe import describe_command
+from cadenza.cli.generate import generate_command
+from cadenza.cli.health import health_command
+from cadenza.cli.spark_stage import spark_stage_command
+from cadenza.cli.stats import stats_command
 from cadenza.cli.worker import worker_command
 
 app = typer.Typer(
@@ -20,9 +25,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(broker_app, name="broker")
+app.add_typer(bench_app, name="bench")
 app.command("demo")(demo)
 app.command("describe")(describe_command)
 app.command("worker")(worker_command)
+app.command("generate")(generate_command)
+app.command("health")(health_command)
+app.command("stats")(stats_command)
+app.command("spark-stage")(spark_stage_command)
 
 
 def _version(value: bool) -> None:

@@ -1,16 +1,22 @@
-"""``cadenza demo``: for now, the honest worker-less smoke flow (see :mod:`cadenza.demo`)."""
+"""``cadenza demo``: a short S1 (two tenants, bursts) under ``fifo`` and ``cameo``, side by side.
+
+The benchmark harness lives in the checkout's ``benchmarks/`` (see :mod:`cadenza.cli.bench`);
+``--smoke`` runs the worker-less broker round trip instead (:mod:`cadenza.demo`), which needs no checkout.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from cadenza.cli.bench import load_benchmark
 from cadenza.cli.console import command_errors, console
 from cadenza.demo import run_smoke
 from cadenza.infra.broker.background import background_status, default_state_dir
@@ -39,14 +45,63 @@ def _demo_cluster() -> Iterator[KafkaSettings]:
 
 @command_errors
 def demo(
-    records: Annotated[int, typer.Option(min=1, help="Records to send through the broker.")] = 10_000,
-    partitions: Annotated[int, typer.Option(min=1, help="Partitions of the demo topic.")] = 4,
+    out: Annotated[Path, typer.Option(help="Where the JSON results, the plot and logs go.")] = Path(
+        "demo-results"
+    ),
+    duration: Annotated[
+        float, typer.Option(min=5.0, max=600.0, help="Seconds of bursty input per policy.")
+    ] = 20.0,
+    smoke: Annotated[bool, typer.Option("--smoke", help="Only the worker-less broker round trip.")] = False,
+    records: Annotated[int, typer.Option(min=1, help="Records of the --smoke round trip.")] = 10_000,
+    partitions: Annotated[int, typer.Option(min=1, help="Partitions of the --smoke topic.")] = 4,
 ) -> None:
-    """Run the demo. Today: a smoke flow through a real broker (no worker or scheduler yet)."""
+    """Two tenants share one worker; a bulk tenant bursts. Watch fifo miss the tight deadlines and
+    cameo keep them. Prints a table per tenant (p99, deadline met) and writes OUT/s1.png."""
+    if smoke:
+        _smoke(records, partitions)
+        return
+    module = load_benchmark("bench_s1")
+    config = module.quick_config(systems=("fifo", "cameo"), duration=duration)
     console.print(
-        "[bold]cadenza demo[/]: this is a [yellow]worker-less smoke flow[/]. It proves the broker and the "
-        "Kafka layer (topics, headers, consumer groups, manual commits). The multi-tenant deadline demo "
-        "replaces it once the worker and scheduler land."
+        "[bold]cadenza demo[/]: tenant [cyan]LS[/] counts clicks per user in 1 s windows and wants each "
+        f"count within {config.ls_target * 1000:.0f} ms of the window closing; tenant [cyan]BA[/] scores "
+        f"jobs ({config.ba_cost_ms} ms of CPU each, in Pareto bursts) and has {config.ba_target:g} s. "
+        "One worker process runs both, first under fifo, then under cameo."
+    )
+    with _demo_cluster() as settings:
+        result = module.run_benchmark(
+            out,
+            config=config,
+            bootstrap=settings.bootstrap_servers,
+            progress=lambda line: console.print(line, markup=False, highlight=False),
+        )
+    table = Table(title="S1, one worker, same bursty input for each policy")
+    for column in ("policy", "tenant", "target ms", "p50 ms", "p99 ms", "deadline met", "results"):
+        table.add_column(column, justify="left" if column in ("policy", "tenant") else "right")
+    for system, entry in result["systems"].items():
+        for tenant in ("LS", "BA"):
+            row = entry[tenant]
+            table.add_row(
+                system,
+                tenant,
+                f"{row['target_ms']:,}",
+                _num(row["p50_ms"]),
+                _num(row["p99_ms"]),
+                "-" if row["deadline_met_ratio"] is None else f"{row['deadline_met_ratio']:.0%}",
+                f"{row['results']:,.0f}/{row['results_expected']:,}",
+            )
+    console.print(table)
+    console.print(f"plot: {out / 's1.png'}; numbers: {out / 's1.json'}; worker logs: {out / 'logs'}")
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _smoke(records: int, partitions: int) -> None:
+    console.print(
+        "[bold]cadenza demo --smoke[/]: a worker-less round trip through the broker (topics, headers, "
+        "consumer groups, manual commits)."
     )
     with _demo_cluster() as settings:
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

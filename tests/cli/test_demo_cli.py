@@ -19,7 +19,7 @@ def test_demo_smoke_flow_round_trips_every_record(kafka_settings: KafkaSettings,
         "COLUMNS": "200",
     }
     result = subprocess.run(
-        [sys.executable, "-m", "cadenza", "demo", "--records", "2000", "--partitions", "3"],
+        [sys.executable, "-m", "cadenza", "demo", "--smoke", "--records", "2000", "--partitions", "3"],
         capture_output=True,
         text=True,
         timeout=120,

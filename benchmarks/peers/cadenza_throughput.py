@@ -1,0 +1,56 @@
+"""cadenza's side of the throughput benchmark: one worker process, source -> map -> sink.
+
+The source is declared without a model (``value=None``), so the worker hands the map the parsed JSON
+dict, as the peers get theirs; the same :func:`peers.workload.transform` runs in every system. The
+scheduling policy is passed to :class:`cadenza.worker.Worker` when it accepts a ``policy`` keyword;
+before it does, the worker runs in arrival order, and the process says so on stderr (the harness
+records it). Runs until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import inspect
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cadenza.pipelines import Pipeline
+from cadenza.settings import KafkaSettings
+from cadenza.worker import Worker
+from peers._app_args import parse_app_args
+from peers.workload import transform
+
+
+def worker_policy_supported() -> bool:
+    return "policy" in inspect.signature(Worker).parameters
+
+
+def main() -> None:
+    args = parse_app_args(__doc__.splitlines()[0] if __doc__ else "cadenza worker")
+    settings = KafkaSettings.load(bootstrap_servers=args.bootstrap)
+    pipeline = Pipeline("throughput", tenant="bench", latency_target="1s")
+    pipeline.source(args.input).map(transform).sink(args.output)
+    extra: dict[str, Any] = {}
+    if worker_policy_supported():
+        extra["policy"] = args.policy
+        print(f"cadenza worker policy={args.policy}", file=sys.stderr, flush=True)
+    else:
+        print(
+            "cadenza worker policy=arrival-order (Worker has no policy keyword)", file=sys.stderr, flush=True
+        )
+    worker = Worker([pipeline], settings, group=args.group, **extra)
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    worker.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""S1's two tenants as cadenza pipelines, for ``cadenza worker benchmarks/s1_pipelines.py``.
+
+Topics, targets and the BA cost come from ``S1_*`` environment variables set by the harness
+(``bench_s1.py``), so every run gets fresh topics and the calibrated cost:
+
+- **LS** (latency-sensitive): clicks -> drop ``/health`` -> key by user -> 1 s tumbling windows on the
+  event time ``ts`` -> count -> one result per user and window (JSON ``{key, window_start,
+  window_end, value}``). Target ``S1_LS_TARGET`` seconds after the window closes.
+- **BA** (bulk): jobs -> ``peers.cpu_work.burn`` (calibrated CPU work per record) -> ``{id, ts,
+  score}``. Target ``S1_BA_TARGET`` seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from peers.cpu_work import burn
+
+from cadenza.pipelines import Pipeline, Tumbling
+
+
+class Visit(BaseModel):
+    user: str
+    page: str
+    ts: float
+
+
+class Job(BaseModel):
+    id: int
+    payload: str
+    ts: float
+
+
+class Scored(BaseModel):
+    id: int
+    ts: float
+    score: int
+
+
+ITERATIONS = int(os.environ.get("S1_CPU_ITERATIONS", "100"))
+
+
+def score(job: Job) -> Scored:
+    return Scored(id=job.id, ts=job.ts, score=burn(job.payload, ITERATIONS))
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(f"S1_{name}", default)
+
+
+# Internal topics (repartition, changelog) are named after the pipeline: a fresh name per run.
+RUN = _env("RUN", "local")
+
+ls = Pipeline(f"s1-ls-{RUN}", tenant="LS", latency_target=f"{_env('LS_TARGET', '0.3')}s")
+(
+    ls.source(_env("LS_IN", "s1-ls-in"), value=Visit, timestamp="ts", max_out_of_orderness="50ms")
+    .filter(lambda visit: visit.page != "/health")
+    .key_by(lambda visit: visit.user)
+    .window(Tumbling("1s"))
+    .count()
+    .sink(_env("LS_OUT", "s1-ls-out"))
+)
+
+ba = Pipeline(f"s1-ba-{RUN}", tenant="BA", latency_target=f"{_env('BA_TARGET', '5')}s")
+ba.source(_env("BA_IN", "s1-ba-in"), value=Job).map(score).sink(_env("BA_OUT", "s1-ba-out"))

@@ -1,0 +1,130 @@
+"""``cadenza bench``: the benchmarks of the design, run from a source checkout.
+
+The benchmark code lives in the repository's ``benchmarks/`` directory, next to the peer apps it runs
+in their own venvs, not in the installed package (it would drag matplotlib and the peers' apps into
+every install). Each command here therefore finds that directory, puts it on ``sys.path`` and calls
+the benchmark module's ``run_benchmark``; a wheel install without the checkout gets a clear error.
+New benchmarks (``s1``, ``overhead``) follow the same pattern: load the module with
+:func:`load_benchmark`, call it, print its table.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated
+
+import typer
+
+from cadenza.cli.console import command_errors, console
+from cadenza.errors import CadenzaError
+
+bench_app = typer.Typer(
+    help="Benchmarks: cadenza against its peers on one broker (needs a source checkout).",
+    no_args_is_help=True,
+)
+
+#: Overrides where the benchmarks directory is (default: ``benchmarks/`` of the checkout cadenza runs from).
+BENCHMARKS_DIR_ENV = "CADENZA_BENCHMARKS_DIR"
+
+
+def benchmarks_dir() -> Path:
+    """The repository's ``benchmarks/`` directory, or a clear error if this is not a source checkout."""
+    explicit = os.environ.get(BENCHMARKS_DIR_ENV)
+    candidate = Path(explicit) if explicit else Path(__file__).resolve().parents[2] / "benchmarks"
+    if not (candidate / "_common.py").is_file():
+        raise CadenzaError(
+            f"no benchmarks found at {candidate}: `cadenza bench` runs from a source checkout of cadenza "
+            f"(git clone, then `pip install -e '.[dev]'`), or set {BENCHMARKS_DIR_ENV} to its benchmarks/"
+        )
+    return candidate
+
+
+def load_benchmark(module: str) -> ModuleType:
+    """Import ``benchmarks/<module>.py`` (and make its siblings, ``_common`` and ``peers``, importable)."""
+    directory = str(benchmarks_dir())
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    return importlib.import_module(module)
+
+
+QuickOption = Annotated[
+    bool, typer.Option("--quick", help="One repetition of a smaller input: a few minutes at most.")
+]
+BootstrapOption = Annotated[
+    str | None,
+    typer.Option(help="host:port of an existing broker; default: start the embedded one and stop it after."),
+]
+OutOption = Annotated[Path, typer.Option(help="Directory for the JSON result, the plot and the run logs.")]
+
+
+@bench_app.command("throughput")
+@command_errors
+def throughput(out: OutOption, quick: QuickOption = False, bootstrap: BootstrapOption = None) -> None:
+    """Parse JSON -> map -> produce: cadenza (cameo) vs faust-streaming, quixstreams and a raw loop.
+
+    Writes OUT/throughput.json and OUT/throughput.png. faust-streaming and quixstreams run from venvs
+    of their own, created on first use under $CADENZA_HOME/bench-venvs (needs PyPI once).
+    """
+    module = load_benchmark("bench_throughput")
+    try:
+        result = module.run_benchmark(
+            out,
+            quick=quick,
+            bootstrap=bootstrap,
+            progress=lambda line: console.print(line, highlight=False, markup=False),
+        )
+    except module.PeerInstallError as exc:
+        raise CadenzaError(str(exc)) from None
+    console.print(module.format_table(result), highlight=False, markup=False)
+    failed = [name for name, entry in result["systems"].items() if entry["rps"] is None]
+    if failed:
+        raise CadenzaError(f"no successful run for {', '.join(failed)}; see the logs in {out / 'logs'}")
+
+
+SystemsOption = Annotated[
+    str,
+    typer.Option(help="Comma-separated systems to run: fifo, edf, sjf, cameo, fair, faust."),
+]
+
+
+@bench_app.command("s1")
+@command_errors
+def s1(
+    out: OutOption,
+    quick: QuickOption = False,
+    bootstrap: BootstrapOption = None,
+    systems: SystemsOption = "fifo,edf,sjf,cameo,fair,faust",
+) -> None:
+    """Two tenants on one worker under Pareto bursts: each policy, and faust, on the same input.
+
+    Writes OUT/s1.json (per system and tenant: p50/p95/p99, deadline-met ratio, throughput) and
+    OUT/s1.png (latency CDFs, deadline-met bars). faust runs from its own venv (created on first use).
+    """
+    module = load_benchmark("bench_s1")
+    chosen = tuple(s.strip() for s in systems.split(",") if s.strip())
+    unknown = sorted(set(chosen) - set(module.SYSTEMS))
+    if unknown or not chosen:
+        raise CadenzaError(f"unknown systems {unknown or chosen}; choose from {', '.join(module.SYSTEMS)}")
+    config = module.quick_config(systems=chosen) if quick else module.S1Config(systems=chosen)
+    result = module.run_benchmark(
+        out, config=config, bootstrap=bootstrap, progress=lambda line: console.print(line, markup=False)
+    )
+    console.print(module.format_table(result), highlight=False, markup=False)
+
+
+@bench_app.command("overhead")
+@command_errors
+def overhead(out: OutOption, quick: QuickOption = False, bootstrap: BootstrapOption = None) -> None:
+    """Saturation throughput of a no-op pipeline under cameo versus fifo, alternating runs.
+
+    Writes OUT/overhead.json with fifo_rps, cameo_rps, overhead_ratio (1 - cameo/fifo) and every run.
+    """
+    module = load_benchmark("bench_overhead")
+    result = module.run_benchmark(
+        out, quick=quick, bootstrap=bootstrap, progress=lambda line: console.print(line, markup=False)
+    )
+    console.print(module.format_table(result), highlight=False, markup=False)
