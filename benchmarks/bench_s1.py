@@ -75,10 +75,11 @@ class S1Config:
     ls_rate: float = 300.0
     users: int = 40
     health_share: float = 0.05
-    ba_cost_ms: float = 0.6
+    ba_cost_ms: float = 1.0
     burst_alpha: float = 1.5
     burst_mean_s: float = 2.0
-    burst_peak: float = 6.0
+    burst_max_s: float = 6.0
+    burst_peak: float = 4.0
     ls_target: float = 0.3
     ba_target: float = 5.0
     seed: int = 7
@@ -144,7 +145,12 @@ def plan(config: S1Config, ba_rate: float, duration: float, *, bursts: bool, see
     times_rng = random.Random(f"s1:{seed}:bursts")
     ba_times: list[float] = []
     if bursts:
-        shape = Bursts(alpha=config.burst_alpha, mean_seconds=config.burst_mean_s, peak=config.burst_peak)
+        shape = Bursts(
+            alpha=config.burst_alpha,
+            mean_seconds=config.burst_mean_s,
+            peak=config.burst_peak,
+            max_seconds=config.burst_max_s,
+        )
         start = 0
         for size in shape.sizes(times_rng, ba_rate):
             for offset in range(size):

@@ -4,8 +4,10 @@ One consumer (one group) reads every source and repartition topic of every pipel
 writes everything. Each :meth:`Worker.step`:
 
 1. **fetch**: ``consume()`` as many records as the scheduler's buffer has room for (at most
-   ``batch_size``). When the buffer is full the consumer's partitions are paused, so neither this
-   buffer nor librdkafka's prefetch queue grows under a burst; they resume when it drained to half;
+   ``batch_size``). A partition holding its fair share of the buffer (``max_buffered`` over the
+   assigned partitions) is paused until it drained to half, so a burst is held back at the broker
+   (neither this buffer nor librdkafka's prefetch grows) while other tenants' partitions keep
+   flowing; if the buffer fills all the same, every partition is paused until it drained to half;
 2. **decode and admit**: per record and per sub-topology reading its topic, a
    :class:`~cadenza.worker.unit.Unit` (or a dead letter) with a scheduling context
    (:mod:`cadenza.worker.deadlines`), queued in its operator-partition (sub-topology, input partition);
@@ -215,7 +217,11 @@ class Worker:
         self._windows: list[StatefulStep] = []
         self._commits = OffsetCommits(self.counters)
         self._inflight = InFlight()
-        self._paused: list[TopicPartition] = []
+        #: Partitions the fetcher paused, by (topic, partition); ``_full`` while every one is paused.
+        self._paused: dict[tuple[str, int], TopicPartition] = {}
+        self._full = False
+        #: Per input topic, the schedules of the sub-topologies reading it (for per-partition counts).
+        self._readers: dict[str, list[TaskSchedule]] = {}
         self._last_commit = 0.0
 
     # -- what it runs ---------------------------------------------------------------------------------
@@ -327,6 +333,8 @@ class Worker:
         self._routes = {topic: tuple(tasks) for topic, tasks in routes.items()}
         self._stages = {topic: tuple(pairs) for topic, pairs in stages.items()}
         self._fanout = max((len(pairs) for pairs in self._stages.values()), default=1)
+        for schedule in self._schedules:
+            self._readers.setdefault(schedule.task.subtopology.input_topic, []).append(schedule)
         self.exporter.register_callback(names.BUFFERED_RECORDS, lambda: len(self.scheduler))
         self.exporter.register_callback(names.PAUSED_PARTITIONS, lambda: len(self._paused))
         overrides: dict[str, Any] = {
@@ -545,21 +553,52 @@ class Worker:
         return ran
 
     def _flow_control(self) -> None:
-        """Pause every assigned partition when the buffer is full; resume when it drained to half."""
+        """Keep the buffer bounded without letting one tenant's flood shut out the others.
+
+        Each assigned partition may hold a fair share of ``max_buffered`` (the bound divided by the
+        number of assigned partitions); a partition at its share is paused and resumed at half of it,
+        so a bursting topic is held back at the broker while a quiet one keeps flowing, and its
+        urgent records still reach the scheduler. If the buffer is full all the same (many
+        sub-topologies reading one topic), every partition is paused until it drained to half.
+        """
         consumer = self._consumer
         if consumer is None:
             return
-        size = len(self.scheduler)
+        scheduler = self.scheduler
+        size = len(scheduler)
+        paused = self._paused
+        assignment = consumer.assignment()
         if size >= self.max_buffered - self._fanout:
-            assignment = consumer.assignment()
-            if len(assignment) != len(self._paused):  # first pause, or partitions were assigned since
-                consumer.pause(assignment)
-                if not self._paused:
-                    self.counters.pauses += 1
-                self._paused = assignment
-        elif self._paused and size <= self.max_buffered // 2:
-            consumer.resume(self._paused)
-            self._paused = []
+            if not self._full:
+                self._full = True
+                self.counters.pauses += 1
+            fresh = [tp for tp in assignment if (tp.topic, tp.partition) not in paused]
+            if fresh:
+                consumer.pause(fresh)
+                paused.update(((tp.topic, tp.partition), tp) for tp in fresh)
+            return
+        if self._full:
+            if size > self.max_buffered // 2:
+                return
+            self._full = False
+        share = max(1, self.max_buffered // max(1, len(assignment)))
+        to_pause: list[TopicPartition] = []
+        to_resume: list[TopicPartition] = []
+        readers = self._readers
+        for tp in assignment:
+            key = (tp.topic, tp.partition)
+            queued = sum(scheduler.buffered(s.key(tp.partition)) for s in readers.get(tp.topic, ()))
+            if key in paused:
+                if queued <= share // 2:
+                    to_resume.append(paused.pop(key))
+            elif queued >= share:
+                to_pause.append(tp)
+                paused[key] = tp
+        if to_pause:
+            consumer.pause(to_pause)
+            self.counters.pauses += 1
+        if to_resume:
+            consumer.resume(to_resume)
 
     def _usable(self, message: Message) -> bool:
         try:
@@ -640,8 +679,8 @@ class Worker:
         self._commits.forget(partitions)
         self._inflight.forget((tp.topic, tp.partition) for tp in partitions)
         gone = {(tp.topic, tp.partition) for tp in partitions}
-        if self._paused:
-            self._paused = [tp for tp in self._paused if (tp.topic, tp.partition) not in gone]
+        for key in gone:
+            self._paused.pop(key, None)
         dropped = 0
         for schedule in self._schedules:
             topic = schedule.task.subtopology.input_topic
