@@ -67,9 +67,9 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class S1Config:
-    duration: float = 60.0
+    duration: float = 40.0
     warmup: float = 8.0
-    drain: float = 30.0
+    drain: float = 20.0
     repetitions: int = 3
     load: float = 0.75
     ls_rate: float = 300.0
@@ -84,6 +84,9 @@ class S1Config:
     ba_target: float = 5.0
     seed: int = 7
     systems: tuple[str, ...] = SYSTEMS
+    #: Where cadenza workers send sampled spans (for the stats job), or None.
+    spans_topic: str | None = None
+    span_sample_ratio: float = 0.05
 
 
 def quick_config(**overrides: Any) -> S1Config:
@@ -290,6 +293,13 @@ def system_process(  # noqa: PLR0917 - one call site, names in the signature
             "--partitions",
             str(PARTITIONS),
         ]
+        if config.spans_topic is not None:
+            command += [
+                "--spans-topic",
+                config.spans_topic,
+                "--span-sample-ratio",
+                str(config.span_sample_ratio),
+            ]
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=BENCH_DIR.parent)
     try:
         yield process

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -52,6 +53,10 @@ def demo(
         float, typer.Option(min=5.0, max=600.0, help="Seconds of bursty input per policy.")
     ] = 20.0,
     smoke: Annotated[bool, typer.Option("--smoke", help="Only the worker-less broker round trip.")] = False,
+    stats: Annotated[
+        bool,
+        typer.Option(help="Run the Spark stats job on the spans (if PySpark is installed)."),
+    ] = True,
     records: Annotated[int, typer.Option(min=1, help="Records of the --smoke round trip.")] = 10_000,
     partitions: Annotated[int, typer.Option(min=1, help="Partitions of the --smoke topic.")] = 4,
 ) -> None:
@@ -61,20 +66,22 @@ def demo(
         _smoke(records, partitions)
         return
     module = load_benchmark("bench_s1")
-    config = module.quick_config(systems=("fifo", "cameo"), duration=duration)
+    feedback = load_benchmark("s1_feedback")
+    with_stats = stats and feedback.spark_available()
+    spans_topic = f"demo-spans-{uuid.uuid4().hex[:6]}" if with_stats else None
+    config = module.quick_config(systems=("fifo", "cameo"), duration=duration, spans_topic=spans_topic)
     console.print(
         "[bold]cadenza demo[/]: tenant [cyan]LS[/] counts clicks per user in 1 s windows and wants each "
         f"count within {config.ls_target * 1000:.0f} ms of the window closing; tenant [cyan]BA[/] scores "
         f"jobs ({config.ba_cost_ms} ms of CPU each, in Pareto bursts) and has {config.ba_target:g} s. "
         "One worker process runs both, first under fifo, then under cameo."
     )
+    say = lambda line: console.print(line, markup=False, highlight=False)  # noqa: E731
+    rows: list[dict[str, Any]] = []
     with _demo_cluster() as settings:
-        result = module.run_benchmark(
-            out,
-            config=config,
-            bootstrap=settings.bootstrap_servers,
-            progress=lambda line: console.print(line, markup=False, highlight=False),
-        )
+        result = module.run_benchmark(out, config=config, bootstrap=settings.bootstrap_servers, progress=say)
+        if spans_topic is not None:
+            rows = feedback.run_feedback_loop(settings, spans_topic, progress=say)
     table = Table(title="S1, one worker, same bursty input for each policy")
     for column in ("policy", "tenant", "target ms", "p50 ms", "p99 ms", "deadline met", "results"):
         table.add_column(column, justify="left" if column in ("policy", "tenant") else "right")
@@ -91,7 +98,28 @@ def demo(
                 f"{row['results']:,.0f}/{row['results_expected']:,}",
             )
     console.print(table)
+    if rows:
+        _print_feedback(rows)
+    elif stats:
+        console.print("feedback loop skipped: PySpark is not installed (pip install 'cadenza[spark]')")
     console.print(f"plot: {out / 's1.png'}; numbers: {out / 's1.json'}; worker logs: {out / 'logs'}")
+
+
+def _print_feedback(rows: list[dict[str, Any]]) -> None:
+    table = Table(title="feedback loop: the stats job's statistics from the workers' spans, applied to costs")
+    for column in ("pipeline", "operator", "spans", "run p50 ms", "run p99 ms", "wait p99 ms", "estimate ms"):
+        table.add_column(column, justify="left" if column in ("pipeline", "operator") else "right")
+    for row in rows:
+        table.add_row(
+            row["pipeline"],
+            row["operator"],
+            f"{row['spans']:,}",
+            f"{row['run_time_p50_ms']:.3f}",
+            f"{row['run_time_p99_ms']:.3f}",
+            f"{row['queue_wait_p99_ms']:,.1f}",
+            f"{row['estimate_before_ms']:.3f} -> {row['estimate_after_ms']:.3f}",
+        )
+    console.print(table)
 
 
 def _num(value: float | None) -> str:

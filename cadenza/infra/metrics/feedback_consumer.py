@@ -265,6 +265,11 @@ class FeedbackConsumer:
         """Operators with statistics waiting for :meth:`apply_pending`."""
         return len(self._pending)
 
+    def pending_records(self) -> list[FeedbackRecord]:
+        """The newest statistics per operator waiting for :meth:`apply_pending` (for display)."""
+        with self._lock:
+            return [record for record, _ in self._pending.values()]
+
     def apply_pending(self, cost_model: CostModel) -> int:
         """Fold the waiting statistics into ``cost_model``; return how many were applied.
 
