@@ -5,6 +5,7 @@ change without notice.
 """
 
 from cadenza.errors import CadenzaError, ConfigError
+from cadenza.infra.metrics import PrometheusExporter
 from cadenza.pipelines import (
     Hopping,
     Pipeline,
@@ -17,24 +18,42 @@ from cadenza.pipelines import (
     describe,
     load_pipelines,
 )
-from cadenza.scheduling import SchedulingPolicy, get_policy
+from cadenza.scheduling import (
+    BasePolicy,
+    Measurement,
+    OperatorInfo,
+    Reply,
+    SchedulingContext,
+    SchedulingPolicy,
+    SourceRecordInfo,
+    VirtualClock,
+    get_policy,
+)
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BasePolicy",
     "CadenzaError",
     "ConfigError",
     "Hopping",
     "KafkaSettings",
+    "Measurement",
+    "OperatorInfo",
     "Pipeline",
     "PipelineDefinitionError",
+    "PrometheusExporter",
+    "Reply",
+    "SchedulingContext",
     "SchedulingPolicy",
     "Session",
     "Sliding",
+    "SourceRecordInfo",
     "Stream",
     "Tumbling",
+    "VirtualClock",
     "WindowedStream",
     "Worker",
     "__version__",
