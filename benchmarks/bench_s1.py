@@ -247,6 +247,7 @@ def system_process(  # noqa: PLR0917 - one call site, names in the signature
         from peers.venvs import FAUST, ensure_peer_env  # noqa: PLC0415
 
         python = ensure_peer_env(FAUST, progress=lambda line: None)
+        (logs / f"{run}-faust" / "faust-data").mkdir(parents=True, exist_ok=True)
         command = [
             str(python),
             str(BENCH_DIR / "peers" / "faust_s1.py"),
