@@ -439,10 +439,12 @@ class Worker:
                 feedback.apply_pending(model)
         ran = self.run_for(self.run_slice)
         now = time.monotonic()
-        if ran and (not len(scheduler) or now - self._last_commit >= self.commit_interval):
+        # Something to commit: records ran or were dead-lettered since the last commit, or a commit
+        # was deferred by a rebalance. Commit when the buffer ran dry or the interval is up.
+        if (ran or messages or self._commits) and (
+            not len(scheduler) or now - self._last_commit >= self.commit_interval
+        ):
             self.commit()
-        elif not ran and not messages and self._commits:
-            self.commit()  # an earlier commit deferred by a rebalance
         self.counters.batches += 1
         return len(messages)
 
