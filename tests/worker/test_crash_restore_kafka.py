@@ -12,8 +12,8 @@ Two pipelines read one source topic, so both state paths are covered:
   its successor and must not be counted twice.
 
 Duplicated result records are allowed (at-least-once output) and counted; wrong or missing ones fail.
-The workers keep state in the RocksDB store, in one state directory that the restarted worker finds
-with the killed worker's files still in it.
+The workers keep state in the RocksDB store under one state directory (each worker instance in a
+directory of its own there), so the restore path into RocksDB is the one exercised.
 """
 
 from __future__ import annotations
@@ -226,8 +226,7 @@ def test_killed_worker_restarts_from_the_changelog_and_completes_every_window(
         **os.environ,
         "CADENZA_BOOTSTRAP_SERVERS": kafka_settings.bootstrap_servers,
         "CADENZA_SESSION_TIMEOUT_MS": "3000",
-        # The RocksDB store (files left behind by the killed worker must not be trusted: its state is
-        # rebuilt from the changelog); the memory store is what the other window tests use.
+        # The RocksDB store, restored from the changelog; the other window tests use the memory store.
         "CADENZA_STATE_STORE": "rocksdb",
         "CADENZA_STATE_DIR": str(tmp_path / "state"),
         "CRASH_SOURCE": source,
