@@ -65,6 +65,12 @@ def environment() -> dict[str, object]:
     }
 
 
+def machine_and_commit() -> dict[str, object]:
+    """:func:`environment` as result files carry it: ``{"machine": {...}, "commit": ...}``."""
+    env = environment()
+    return {"machine": {k: v for k, v in env.items() if k != "commit"}, "commit": env["commit"]}
+
+
 def write_result(out: Path, filename: str, result: dict[str, object]) -> Path:
     """Write ``result`` as indented JSON to ``out/filename`` (creating ``out``) and say where."""
     out.mkdir(parents=True, exist_ok=True)

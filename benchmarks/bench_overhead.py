@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from _common import environment, write_result
+from _common import machine_and_commit, write_result
 from bench_s1 import broker_settings
 from bench_worker import run
 
@@ -57,7 +57,7 @@ def run_benchmark(
         "overhead_ratio": round(1.0 - cameo / fifo, 4),
         "runs": {policy: [round(v) for v in values] for policy, values in per_run.items()},
         "min_max": {policy: [round(min(v)), round(max(v))] for policy, v in per_run.items()},
-        **environment(),
+        **machine_and_commit(),
     }
     write_result(out, "overhead.json", summary)
     return summary

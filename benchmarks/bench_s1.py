@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import environment, write_result
+from _common import machine_and_commit, write_result
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from peers.cpu_work import burn
 
@@ -601,7 +601,7 @@ def run_benchmark(
         "config": asdict(config),
         "calibration": asdict(capacity),
         "ba_mean_rate": round(ba_rate, 1),
-        **environment(),
+        **machine_and_commit(),
     }
     write_result(out, "s1.json", {**result, "runs": strip_latencies(runs)})
     plot(runs, config, out / "s1.png")
