@@ -12,6 +12,7 @@ __all__ = ["WorkerCounters"]
 class WorkerCounters:
     __slots__ = (
         "batches",
+        "commit_ms",
         "commits",
         "consumed",
         "dead_letter_decode",
@@ -50,6 +51,9 @@ class WorkerCounters:
         #: Fetch rounds (each followed by running queued records for up to a slice of time).
         self.batches = 0
         self.commits = 0
+        #: Milliseconds the executor spent committing (flushing outputs and changelogs, then offsets):
+        #: time in which no record runs.
+        self.commit_ms = 0
         #: Times the fetcher paused its partitions because the scheduler's buffer was full.
         self.pauses = 0
         #: The most units the scheduler held at once (the buffer bound is what keeps this in check).

@@ -34,6 +34,7 @@ are dropped from the scheduler: they are handed back, uncommitted, to the partit
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
@@ -321,6 +322,8 @@ class Worker:
             )
             owned.extend((graph, task) for task in tasks)
         self._tasks = [task for _, task in owned]
+        for graph, task in owned:
+            task.decoder.dead.metrics = functools.partial(self.exporter.operator, graph.tenant, graph.name)
         self._schedules = plan_schedules(owned, self.policy, self.exporter, self.emitter)
         routes: dict[str, list[Task]] = {}
         stages: dict[str, list[tuple[Decode, TaskSchedule]]] = {}
@@ -620,6 +623,7 @@ class Worker:
         output = self._output
         if output is None:
             raise CadenzaError("the worker is not started")
+        started = time.monotonic()
         self._commits.positions.update(self._inflight.advanced())
         touched = [window for window in self._windows if window.touched]
         if touched:
@@ -632,7 +636,8 @@ class Worker:
         output.flush()
         if self._consumer is not None:
             self._commits.commit(self._consumer)
-        self._last_commit = time.monotonic()
+        self._last_commit = now = time.monotonic()
+        self.counters.commit_ms += round((now - started) * 1000)
 
     # -- rebalancing ----------------------------------------------------------------------------------
 
