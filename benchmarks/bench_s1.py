@@ -639,7 +639,7 @@ def median_run(entries: list[dict[str, Any]]) -> dict[str, Any]:
         met = [s["deadline_met_ratio"] for s in stats if s["deadline_met_ratio"] is not None]
         row["deadline_met_min"] = min(met) if met else None
         row["deadline_met_max"] = max(met) if met else None
-        row["results_expected"] = stats[0]["results_expected"]
+        row["results_expected"] = statistics.median(s["results_expected"] for s in stats)
         row["target_ms"] = stats[0]["target_ms"]
         row["latencies_ms"] = stats[len(stats) // 2]["latencies_ms"]
         merged[tenant] = row
