@@ -294,7 +294,7 @@ def system_process(  # noqa: PLR0917 - one call site, names in the signature
             "--partitions",
             str(PARTITIONS),
         ]
-        if config.spans_topic is not None:
+        if config.spans_topic is not None and not run.startswith("cal-"):  # not the calibration runs
             command += [
                 "--spans-topic",
                 config.spans_topic,

@@ -43,6 +43,7 @@ def run_feedback_loop(
     feedback_topic = f"{spans_topic}-feedback-{uuid.uuid4().hex[:6]}"
     ensure_topics(make_admin(settings), metrics_topic_specs(spans_topic, feedback_topic))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local job: no hostname lookup warnings
     progress("stats job: starting Spark (local[2]) over the spans the workers sent")
     started = time.monotonic()
     spark = spark_session("cadenza-demo-stats", ui=False, config={"spark.sql.session.timeZone": "UTC"})
@@ -78,6 +79,7 @@ def run_feedback_loop(
         consumer.apply_pending(model)  # what a worker started with --feedback-topic does
         rows = [
             {
+                "system": _system_of(record.pipeline_id),
                 "tenant": record.tenant_id,
                 "pipeline": record.pipeline_id,
                 "operator": record.operator_id,
@@ -100,3 +102,9 @@ def run_feedback_loop(
     finally:
         consumer.close()
         spark.stop()
+
+
+def _system_of(pipeline: str) -> str:
+    """S1 names pipelines ``s1-<tenant>-<system>-<repetition>-<id>``: the system part, or the name."""
+    parts = pipeline.split("-")
+    return parts[2] if len(parts) >= 5 and parts[0] == "s1" else pipeline

@@ -106,20 +106,25 @@ def demo(
 
 
 def _print_feedback(rows: list[dict[str, Any]]) -> None:
-    table = Table(title="feedback loop: the stats job's statistics from the workers' spans, applied to costs")
-    for column in ("pipeline", "operator", "spans", "run p50 ms", "run p99 ms", "wait p99 ms", "estimate ms"):
-        table.add_column(column, justify="left" if column in ("pipeline", "operator") else "right")
+    table = Table(title="feedback loop: the stats job's statistics from the workers' spans")
+    for column in ("policy", "tenant", "step", "spans", "run p50 ms", "run p99 ms", "wait p99 ms", "cost ms"):
+        table.add_column(column, justify="left" if column in ("policy", "tenant", "step") else "right")
     for row in rows:
         table.add_row(
-            row["pipeline"],
+            row["system"],
+            row["tenant"],
             row["operator"],
             f"{row['spans']:,}",
             f"{row['run_time_p50_ms']:.3f}",
             f"{row['run_time_p99_ms']:.3f}",
             f"{row['queue_wait_p99_ms']:,.1f}",
-            f"{row['estimate_before_ms']:.3f} -> {row['estimate_after_ms']:.3f}",
+            f"{row['estimate_before_ms']:.2f}->{row['estimate_after_ms']:.2f}",
         )
     console.print(table)
+    console.print(
+        "cost ms: the per-record estimate a worker holds before (the default) and after folding in the "
+        "feedback, as a worker started with --feedback-topic does"
+    )
 
 
 def _num(value: float | None) -> str:
