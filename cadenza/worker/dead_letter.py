@@ -9,6 +9,12 @@ inspected and replayed) plus headers saying what went wrong and where it came fr
   record's coordinates (the repartition topic, for steps after a ``key_by``);
 - ``cadenza-operator``: the step that failed (the source step for a value that would not decode).
 
+A consumed record too large for the producer's ``message.max.bytes`` cannot be copied whole: its dead
+letter keeps the headers above and the key, drops the value (and the original headers) and says so in
+``cadenza-value-omitted`` (the value's size in bytes); the record itself stays readable at its
+coordinates. Without the fallback the refused dead letter would stop the worker at that record on
+every restart.
+
 A late record goes to the pipeline's late topic once per window it missed: key as a sink writes it,
 value the record's value as JSON (unknown types as their ``str``), and headers with the operator, the
 window, the record's event time and the watermark it was late for, plus the coordinates above.
@@ -16,7 +22,8 @@ window, the record's event time and the watermark it was late for, plus the coor
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pydantic_core
 from confluent_kafka import Message
@@ -24,9 +31,12 @@ from confluent_kafka import Message
 from cadenza.operators import Late
 from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
 from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.output import OutHeaders, Output
+from cadenza.worker.output import OutHeaders, Output, RecordTooLargeError
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import encode_sink_key
+
+if TYPE_CHECKING:
+    from cadenza.infra.metrics.prometheus import OperatorMetrics
 
 __all__ = [
     "EVENT_TIME_VALUE_HEADER",
@@ -34,6 +44,7 @@ __all__ = [
     "SOURCE_OFFSET_HEADER",
     "SOURCE_PARTITION_HEADER",
     "SOURCE_TOPIC_HEADER",
+    "VALUE_OMITTED_HEADER",
     "WATERMARK_HEADER",
     "WINDOW_END_HEADER",
     "WINDOW_START_HEADER",
@@ -48,6 +59,7 @@ WINDOW_START_HEADER = "cadenza-window-start"
 WINDOW_END_HEADER = "cadenza-window-end"
 EVENT_TIME_VALUE_HEADER = "cadenza-late-event-time"
 WATERMARK_HEADER = "cadenza-watermark"
+VALUE_OMITTED_HEADER = "cadenza-value-omitted"
 
 _MAX_MESSAGE = 2000
 
@@ -77,7 +89,7 @@ def _original_headers(message: Message) -> OutHeaders:
 class DeadLetters:
     """The dead-letter and late topics of one pipeline."""
 
-    __slots__ = ("_counters", "_output", "dead_letter_topic", "late_topic")
+    __slots__ = ("_counters", "_output", "dead_letter_topic", "late_topic", "metrics")
 
     def __init__(
         self, dead_letter_topic: str, late_topic: str, output: Output, counters: WorkerCounters
@@ -86,6 +98,9 @@ class DeadLetters:
         self.late_topic = late_topic
         self._output = output
         self._counters = counters
+        #: ``step id -> its Prometheus series``, set by the worker: dead letters and late records are
+        #: committed like any record, so these counters are the only place an operator sees them.
+        self.metrics: Callable[[str], OperatorMetrics] | None = None
 
     def decode_failed(
         self,
@@ -101,6 +116,8 @@ class DeadLetters:
         """A consumed value (or key) that could not be decoded or validated."""
         self._send(message, topic, partition, offset, node_id=node_id, error=error, error_type=error_type)
         self._counters.dead_letter_decode += 1
+        if self.metrics is not None:
+            self.metrics(node_id).dead_letter("decode")
 
     def function_failed(self, unit: Unit, node_id: str, exc: BaseException) -> None:
         """A user function (or the encoding of what it returned) raised on ``unit``."""
@@ -114,6 +131,8 @@ class DeadLetters:
             error_type=getattr(exc, "error_type", None) or type(exc).__name__,
         )
         self._counters.dead_letter_function += 1
+        if self.metrics is not None:
+            self.metrics(node_id).dead_letter("function")
 
     def _send(
         self,
@@ -126,12 +145,24 @@ class DeadLetters:
         error: str,
         error_type: str,
     ) -> None:
-        headers = _original_headers(message)
-        headers.append((ERROR_HEADER, _truncate(error)))
-        headers.append((ERROR_TYPE_HEADER, error_type.encode("utf-8", "replace")))
-        headers.extend(_coordinates(topic, partition, offset))
-        headers.append((OPERATOR_HEADER, node_id.encode()))
-        self._output.produce(self.dead_letter_topic, message.value(), message.key(), headers)
+        ours: OutHeaders = [
+            (ERROR_HEADER, _truncate(error)),
+            (ERROR_TYPE_HEADER, error_type.encode("utf-8", "replace")),
+            *_coordinates(topic, partition, offset),
+            (OPERATOR_HEADER, node_id.encode()),
+        ]
+        value = message.value()
+        try:
+            self._output.produce(
+                self.dead_letter_topic, value, message.key(), _original_headers(message) + ours
+            )
+            return
+        except RecordTooLargeError:
+            ours.append((VALUE_OMITTED_HEADER, str(len(value or b"")).encode()))
+        try:
+            self._output.produce(self.dead_letter_topic, None, message.key(), ours)
+        except RecordTooLargeError:  # the key alone is too large: the coordinates still find the record
+            self._output.produce(self.dead_letter_topic, None, None, ours)
 
     def late(self, unit: Unit, node_id: str, late: Late, value: Any, watermark: float) -> None:
         """``value`` (keyed ``late.key``) arrived after ``late.window`` had closed."""
@@ -151,5 +182,11 @@ class DeadLetters:
         headers.append((WINDOW_END_HEADER, repr(late.window.end).encode()))
         headers.append((EVENT_TIME_VALUE_HEADER, repr(late.event_time).encode()))
         headers.append((WATERMARK_HEADER, repr(watermark).encode()))
-        self._output.produce(self.late_topic, payload, key, headers)
+        try:
+            self._output.produce(self.late_topic, payload, key, headers)
+        except RecordTooLargeError:
+            headers.append((VALUE_OMITTED_HEADER, str(len(payload)).encode()))
+            self._output.produce(self.late_topic, None, None, headers)
         self._counters.late += 1
+        if self.metrics is not None:
+            self.metrics(node_id).late += 1

@@ -4,22 +4,47 @@ One idempotent producer for everything. Its delivery callback is set once on the
 to report failures only (``delivery.report.only.error``): a successful delivery then costs no Python
 call at all, and :meth:`Output.flush` still proves every record was acknowledged, because a flush
 returns only when each record was either acknowledged or reported failed.
+
+A record larger than the producer's ``message.max.bytes`` is refused by ``produce()`` itself, before it
+is queued. :meth:`Output.produce` turns that refusal into :class:`RecordTooLargeError`, so the step that
+made the record can dead-letter the consumed record instead of the error stopping the worker (which,
+the record being uncommitted, would stop every restart at the same record).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from cadenza.errors import CadenzaError
 from cadenza.infra.kafka.clients import ClientErrors, make_producer
-from cadenza.infra.kafka.errors import DeliveryError
+from cadenza.infra.kafka.errors import DeliveryError, from_kafka_exception
 from cadenza.settings import KafkaSettings
 
-__all__ = ["OutHeaders", "Output"]
+__all__ = ["OutHeaders", "Output", "RecordTooLargeError", "too_large"]
 
 #: Headers as the producer takes them.
 OutHeaders = list[tuple[str, str | bytes | None]]
+
+
+class RecordTooLargeError(CadenzaError):
+    """A record the producer refused for its size; ``error_type`` is what a dead letter is tagged with."""
+
+    error_type = "RecordTooLarge"
+
+
+def too_large(exc: KafkaException, topic: str, value: bytes | None, key: bytes | None) -> RecordTooLargeError:
+    """``exc`` as a :class:`RecordTooLargeError` if the producer refused the record for its size; else
+    ``exc`` is re-raised (any other refusal of ``produce()`` is a real failure of the client)."""
+    error = exc.args[0] if exc.args else None
+    if not isinstance(error, KafkaError) or error.code() != KafkaError.MSG_SIZE_TOO_LARGE:
+        raise exc
+    return RecordTooLargeError(
+        f"a record for {topic!r} of {len(value or b'')} value bytes and {len(key or b'')} key bytes is "
+        "larger than the producer's message.max.bytes allows"
+    )
 
 
 class Output:
@@ -61,10 +86,13 @@ class Output:
         headers: OutHeaders | None = None,
         partition: int = -1,
     ) -> None:
+        """Queue a record; raises :class:`RecordTooLargeError` if it is over the producer's size limit."""
         try:
             self._producer.produce(topic, value, key, partition, headers=headers)
         except BufferError:
             self._produce_when_room(topic, value, key, headers, partition)
+        except KafkaException as exc:
+            raise too_large(exc, topic, value, key) from None
 
     def _produce_when_room(
         self, topic: str, value: bytes | None, key: bytes | None, headers: OutHeaders | None, partition: int
@@ -78,11 +106,32 @@ class Output:
                 return
             except BufferError:
                 continue
+            except KafkaException as exc:
+                raise too_large(exc, topic, value, key) from None
 
     def flush(self) -> None:
-        """Wait until every record produced so far is acknowledged; raise DeliveryError otherwise."""
-        remaining = self._producer.flush(self._timeout)
-        self._errors.raise_fatal()
+        """Wait until every record produced so far is acknowledged; raise DeliveryError otherwise.
+
+        Flushes in steps of at most a second, so that a fatal producer error (say, the idempotence
+        state lost because the broker came back without its data) stops the worker at once instead of
+        after the whole delivery timeout, during which the worker would neither run nor fetch.
+        """
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                remaining = self._producer.flush(min(1.0, max(0.0, deadline - time.monotonic())))
+            except (KafkaException, SystemError) as exc:
+                # A fatal error (say, the idempotence state lost because the broker came back without
+                # its data) can surface from the delivery callbacks as an obscure SystemError caused
+                # by the KafkaException: raise what happened, as a cadenza error.
+                self._errors.raise_fatal()
+                cause = exc if isinstance(exc, KafkaException) else exc.__cause__ or exc.__context__
+                if isinstance(cause, KafkaException):
+                    raise from_kafka_exception(cause, "flushing the worker's output") from exc
+                raise
+            self._errors.raise_fatal()
+            if not remaining or time.monotonic() >= deadline:
+                break
         if self._failed:
             failed, first = self._failed, self._first_error
             self._failed, self._first_error = 0, None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from confluent_kafka import KafkaException
 from pydantic import BaseModel
 
 from cadenza.operators import Window
@@ -18,7 +19,7 @@ from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.decode import value_codec
 from cadenza.worker.operators.base import Operator
-from cadenza.worker.output import OutHeaders, Output
+from cadenza.worker.output import OutHeaders, Output, RecordTooLargeError, too_large
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import (
     ORIGIN_HEADER,
@@ -92,7 +93,11 @@ class KeyByOp(Operator):
         ctx = unit.ctx
         if stamp is not None and ctx is not None:
             headers.append((CONTEXT_HEADER, stamp(ctx, event_time, value)))
-        self.output.produce(self.topic, value_bytes, key_bytes, headers)
+        try:
+            self.output.produce(self.topic, value_bytes, key_bytes, headers)
+        except RecordTooLargeError as exc:
+            self.dead.function_failed(unit, self.node_id, exc)
+            return
         self.counters.produced += 1
 
 
@@ -165,7 +170,14 @@ class SinkOp(Operator):
         try:
             self._produce(self.topic, value_bytes, key_bytes, -1, headers=headers)
         except BufferError:
-            self.output.produce(self.topic, value_bytes, key_bytes, headers)
+            try:
+                self.output.produce(self.topic, value_bytes, key_bytes, headers)
+            except RecordTooLargeError as exc:
+                self.dead.function_failed(unit, self.node_id, exc)
+                return
+        except KafkaException as exc:  # over message.max.bytes (anything else is re-raised)
+            self.dead.function_failed(unit, self.node_id, too_large(exc, self.topic, value_bytes, key_bytes))
+            return
         self.counters.produced += 1
 
     def _avro_codec(self, value: Any) -> tuple[ValueCodec[Any], OutHeaders | None]:
