@@ -4,10 +4,11 @@ One consumer (one group) reads every source and repartition topic of every pipel
 writes everything. Each :meth:`Worker.step`:
 
 1. **fetch**: ``consume()`` as many records as the scheduler's buffer has room for (at most
-   ``batch_size``). A partition holding its fair share of the buffer (``max_buffered`` over the
-   assigned partitions) is paused until it drained to half, so a burst is held back at the broker
-   (neither this buffer nor librdkafka's prefetch grows) while other tenants' partitions keep
-   flowing; if the buffer fills all the same, every partition is paused until it drained to half;
+   ``batch_size`` or a partition's share). A partition holding its fair share of the buffer (half
+   of ``max_buffered`` over the assigned partitions) is paused until it drained to half, so a
+   burst is held back at the broker (neither this buffer nor librdkafka's prefetch grows) while
+   other tenants' partitions keep flowing; if the buffer fills all the same, every partition is
+   paused until it drained to half;
 2. **decode and admit**: per record and per sub-topology reading its topic, a
    :class:`~cadenza.worker.unit.Unit` (or a dead letter) with a scheduling context
    (:mod:`cadenza.worker.deadlines`), queued in its operator-partition (sub-topology, input partition);
@@ -221,6 +222,8 @@ class Worker:
         #: Partitions the fetcher paused, by (topic, partition); ``_full`` while every one is paused.
         self._paused: dict[tuple[str, int], TopicPartition] = {}
         self._full = False
+        #: Records one partition may hold before it is paused (updated with the assignment).
+        self._share = max_buffered
         #: Per input topic, the schedules of the sub-topologies reading it (for per-partition counts).
         self._readers: dict[str, list[TaskSchedule]] = {}
         self._last_commit = 0.0
@@ -426,7 +429,9 @@ class Worker:
         errors.raise_fatal()
         scheduler = self.scheduler
         buffered = len(scheduler)
-        room = (self.max_buffered - buffered) // self._fanout
+        # At most one partition's share per poll: a poll takes records in librdkafka's fetch order, so
+        # a larger one would let a single bursting partition overshoot its share by a whole batch.
+        room = min((self.max_buffered - buffered) // self._fanout, self._share)
         messages = consumer.consume(
             min(self.batch_size, room) if room > 0 else 1, 0.0 if buffered else self.poll_timeout
         )
@@ -560,8 +565,8 @@ class Worker:
     def _flow_control(self) -> None:
         """Keep the buffer bounded without letting one tenant's flood shut out the others.
 
-        Each assigned partition may hold a fair share of ``max_buffered`` (the bound divided by the
-        number of assigned partitions); a partition at its share is paused and resumed at half of it,
+        Each assigned partition may hold a fair share of half of ``max_buffered``; a partition at its
+        share is paused and resumed at half of it,
         so a bursting topic is held back at the broker while a quiet one keeps flowing, and its
         urgent records still reach the scheduler. If the buffer is full all the same (many
         sub-topologies reading one topic), every partition is paused until it drained to half.
@@ -586,7 +591,10 @@ class Worker:
             if size > self.max_buffered // 2:
                 return
             self._full = False
-        share = max(1, self.max_buffered // max(1, len(assignment)))
+        # Half the buffer split evenly: partitions at their share are paused long before the whole
+        # buffer is full, so the pause-everything brake above (which also stops the quiet tenants'
+        # partitions) is not what a single burst runs into.
+        share = self._share = max(1, self.max_buffered // (2 * max(1, len(assignment))))
         to_pause: list[TopicPartition] = []
         to_resume: list[TopicPartition] = []
         readers = self._readers

@@ -9,10 +9,12 @@ while LS keeps sending. Checked, per policy:
   idle RSS (the burst would need several times that if it were held in memory; the bound is what the
   fetcher allows: ``max_buffered`` decoded records plus librdkafka's prefetch queue, capped at 32 MiB
   by the worker, plus slack) - measured numbers are printed;
-- ``cameo``: LS is served first: its records' p99 wait in the scheduler is a fraction of its target
-  and below the median wait of bulk tenant A. Its end-to-end p99 is printed, not asserted: on the
-  development machine it exceeds the target under this burst (1 to 5 s against 250 ms) because the
-  worker stalls before records reach the scheduler (see docs/reliability.md, "not tested");
+- ``cameo``: LS is served first: its records' p99 wait in the scheduler is a fraction of its target;
+- under ``cameo`` LS's end-to-end p99 stays within twice its target (measured 123-196 ms against
+  250 ms; under ``fair``, which does not look at deadlines, 139 ms to 1 s). It used to be 1 to 5 s:
+  a poll could take a whole batch of one bursting partition, fill the buffer and trip the
+  pause-everything brake, which paused LS's partitions too; the fetcher now takes at most one
+  partition's share per poll and pauses partitions at their share of half the buffer;
 - ``fair``: every tenant progresses: by the time the first bulk tenant has finished, the other has done
   at least a tenth of its burst (measured: 38% to 90%; under ``cameo``, 0% to 90%: in this setup what
   the fetcher admits, not the policy, decides most of the order); LS's latency is printed.
@@ -227,10 +229,11 @@ def test_a_burst_of_ten_times_the_buffer(
         f"A p50 <= {a_wait * 1000:g} ms"
     )
     if policy == "cameo":
-        # Served first: once fetched, LS records wait in the scheduler far less than the bulk tenant's
-        # and far less than LS's target. (End-to-end, LS's p99 under this burst is printed above and
-        # is NOT within the target: the delay is before the scheduler, see docs/reliability.md.)
+        # End to end, burst or not, with a margin for a noisy 2-core machine.
+        assert ls_p99 <= 2 * LS_TARGET_S
+        # Served first: once fetched, LS records wait in the scheduler far less than LS's target.
+        # (The bulk tenants now wait mostly at the broker, paused at their share of the buffer, so
+        # their wait inside the scheduler is no longer a useful comparison.)
         assert ls_wait <= LS_TARGET_S / 5
-        assert a_wait > ls_wait
     else:
         assert min(progress.values()) >= 0.1  # neither bulk tenant starved
