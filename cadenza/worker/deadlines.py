@@ -225,7 +225,9 @@ class _SinkStamp:
             frontier = window.end + delay
         latency = now - frontier
         target = self.latency_target
-        self.metrics.record_sink(latency, latency <= target)
+        metrics = self.metrics
+        metrics.record_sink(latency, latency <= target)
+        metrics.produced += 1
         emitter = self.emitter
         if emitter is not None:
             tenant, pipeline, operator = self.metrics.labels

@@ -488,6 +488,7 @@ class Worker:
                 unit.enqueued = enqueued
                 pending[1] += 1
                 enqueue(schedule.key(partition), ctx, unit)
+                schedule.metrics.consumed += 1
             if progress is not None:
                 inflight.admitted(progress, offset, pending)
             units += pending[1]

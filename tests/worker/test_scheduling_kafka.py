@@ -90,9 +90,11 @@ def test_outputs_carry_contexts_and_the_worker_measures_every_run(
     by_operator = {ops.labels[2]: ops for ops in worker.exporter.operators()}
     sub_topologies = [ops for ops in by_operator.values() if not ops.sink]
     assert sorted(ops.processed for ops in sub_topologies) == [records, records]
+    assert sorted(ops.consumed for ops in sub_topologies) == [records, records]
     sink_metrics = [ops for ops in by_operator.values() if ops.sink]
     assert len(sink_metrics) == 1
     assert sink_metrics[0].deadlines_met + sink_metrics[0].deadlines_missed == records
+    assert sink_metrics[0].produced == records
     scraped = worker.exporter.render().decode()
     met_lines = [line for line in scraped.splitlines() if line.startswith("cadenza_deadlines_met_total{")]
     assert len(met_lines) == 1 and float(met_lines[0].rsplit(" ", 1)[1]) == sink_metrics[0].deadlines_met
