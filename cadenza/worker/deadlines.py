@@ -108,6 +108,7 @@ class TaskSchedule:
         "run",
         "task",
         "tenant",
+        "window",
     )
 
     def __init__(
@@ -129,6 +130,8 @@ class TaskSchedule:
         self.policy = policy
         self.metrics = metrics
         windows = [op for op in iter_operators(task.root) if isinstance(op, WindowOp)]
+        #: The task's (first) window step, if it is windowed.
+        self.window: WindowOp | None = windows[0] if windows else None
         #: The close of a record's window at this task, if the task is windowed.
         self.close: CloseTime | None = window_close(windows[0]) if windows else None
         #: Scheduler keys per input partition, made once (a tuple per record would be made per record).
@@ -286,11 +289,11 @@ def plan_schedules(
                     op.stamp = _KeyByStamp(policy, target)
                     downstream.append(target.operator_id)
             elif isinstance(op, SinkOp):
-                graph = next(g for g, t in tasks if t is schedule.task)
+                window = schedule.window
                 op.stamp = _SinkStamp(
                     latency_target=schedule.latency_target,
-                    delay=_close_delay(schedule.task),
-                    metrics=exporter.operator(graph.tenant, graph.name, op.node_id, sink=True),
+                    delay=None if window is None else window.lateness + window.max_out_of_orderness,
+                    metrics=exporter.operator(schedule.tenant, schedule.pipeline, op.node_id, sink=True),
                     emitter=emitter,
                 )
     cost_model = getattr(policy, "cost_model", None)
@@ -298,8 +301,3 @@ def plan_schedules(
         for pipeline, dag in edges.items():
             cost_model.add_pipeline(pipeline, dag)
     return schedules
-
-
-def _close_delay(task: Task) -> float | None:
-    windows = [op for op in iter_operators(task.root) if isinstance(op, WindowOp)]
-    return windows[0].lateness + windows[0].max_out_of_orderness if windows else None

@@ -224,8 +224,6 @@ class Worker:
         self._full = False
         #: Records one partition may hold before it is paused (updated with the assignment).
         self._share = max_buffered
-        #: Per input topic, the schedules of the sub-topologies reading it (for per-partition counts).
-        self._readers: dict[str, list[TaskSchedule]] = {}
         self._last_commit = 0.0
 
     # -- what it runs ---------------------------------------------------------------------------------
@@ -339,8 +337,6 @@ class Worker:
         self._routes = {topic: tuple(tasks) for topic, tasks in routes.items()}
         self._stages = {topic: tuple(pairs) for topic, pairs in stages.items()}
         self._fanout = max((len(pairs) for pairs in self._stages.values()), default=1)
-        for schedule in self._schedules:
-            self._readers.setdefault(schedule.task.subtopology.input_topic, []).append(schedule)
         self.exporter.register_callback(names.BUFFERED_RECORDS, lambda: len(self.scheduler))
         self.exporter.register_callback(names.PAUSED_PARTITIONS, lambda: len(self._paused))
         overrides: dict[str, Any] = {
@@ -598,10 +594,10 @@ class Worker:
         share = self._share = max(1, self.max_buffered // (2 * max(1, len(assignment))))
         to_pause: list[TopicPartition] = []
         to_resume: list[TopicPartition] = []
-        readers = self._readers
+        stages = self._stages
         for tp in assignment:
             key = (tp.topic, tp.partition)
-            queued = sum(scheduler.buffered(s.key(tp.partition)) for s in readers.get(tp.topic, ()))
+            queued = sum(scheduler.buffered(s.key(tp.partition)) for _, s in stages.get(tp.topic, ()))
             if key in paused:
                 if queued <= share // 2:
                     to_resume.append(paused.pop(key))
