@@ -37,6 +37,8 @@ def _describe_one(graph: PipelineGraph) -> str:
         f"  sources:         {', '.join(graph.source_topics)}",
         f"  sinks:           {', '.join(graph.sink_topics)}",
     ]
+    if graph.on_error == "stop":
+        lines.append("  on error:        stop the pipeline (failed records are not dead-lettered)")
     for index, topic in enumerate(graph.internal_topics):
         label = "  internal topics: " if index == 0 else " " * 19
         lines.append(f"{label}{topic.name} ({_TOPIC_KIND_LABELS[topic.kind]})")

@@ -25,6 +25,8 @@ NodeKind: TypeAlias = Literal[
 ]
 TopicFormat: TypeAlias = Literal["json", "avro"]
 InternalTopicKind: TypeAlias = Literal["repartition", "changelog", "dead_letter", "late"]
+OnError: TypeAlias = Literal["dead_letter", "stop"]
+"""What a worker does when a user function raises: dead-letter the record and go on, or stop the pipeline."""
 
 STATEFUL_KINDS: frozenset[str] = frozenset({"window_aggregate", "join"})
 """Node kinds that keep keyed state, and so get a changelog topic."""
@@ -176,6 +178,8 @@ class PipelineGraph(BaseModel):
     latency_target_s: float
     dead_letter_topic: str
     late_topic: str
+    # Left out of the JSON at its default, so graphs serialized before it existed read back the same.
+    on_error: OnError = Field(default="dead_letter", exclude_if=lambda mode: mode == "dead_letter")
     nodes: list[NodeSpec]
     edges: list[EdgeSpec]
     source_topics: list[str]

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, get_args, overload
 
 from pydantic import BaseModel, JsonValue
 
@@ -28,6 +28,7 @@ from cadenza.pipelines.graph import (
     NodeFunctions,
     NodeKind,
     NodeSpec,
+    OnError,
     PipelineGraph,
     SparkStageFunctions,
     SparkStageSpec,
@@ -77,6 +78,13 @@ class Pipeline:
     required and must be positive. ``tenant_weight`` is the tenant's share under the ``fair`` policy.
     The dead-letter and late topics receive records a step failed on and records that arrived after
     their window closed; by default they are named after the pipeline.
+
+    ``on_error`` decides what a user function that raises does to the pipeline. ``"dead_letter"``
+    (the default) sends the record to the dead-letter topic and goes on: one bad record must not hold
+    up a tenant. ``"stop"`` is for pipelines where skipping a record is worse than stopping: the worker
+    stops running this pipeline at that record, leaves it uncommitted (a restart, after a fix, begins
+    there) and keeps running the other pipelines. Records that fail to decode are dead-lettered either
+    way: they are bad input, not a bug in the pipeline.
     """
 
     def __init__(
@@ -88,6 +96,7 @@ class Pipeline:
         tenant_weight: float = 1.0,
         dead_letter_topic: str | None = None,
         late_topic: str | None = None,
+        on_error: OnError = "dead_letter",
     ) -> None:
         problem = name_problem(name, what="pipeline name", max_length=MAX_PIPELINE_NAME_LENGTH)
         if problem is not None:
@@ -112,6 +121,9 @@ class Pipeline:
         ):
             raise self._error(f"tenant weight must be a positive number, got {tenant_weight!r}")
         self._tenant_weight = float(tenant_weight)
+        if on_error not in get_args(OnError):
+            raise self._error(f"on_error must be 'dead_letter' or 'stop', got {on_error!r}")
+        self._on_error: OnError = on_error
         self._dead_letter_topic = self._topic(
             f"{name}.dlq" if dead_letter_topic is None else dead_letter_topic, what="dead-letter topic"
         )
@@ -139,6 +151,10 @@ class Pipeline:
     @property
     def latency_target_s(self) -> float:
         return self._latency_target_s
+
+    @property
+    def on_error(self) -> OnError:
+        return self._on_error
 
     @property
     def dead_letter_topic(self) -> str:
@@ -403,6 +419,7 @@ class Pipeline:
             latency_target_s=self._latency_target_s,
             dead_letter_topic=self._dead_letter_topic,
             late_topic=self._late_topic,
+            on_error=self._on_error,
             nodes=specs,
             edges=edges,
             source_topics=sources,

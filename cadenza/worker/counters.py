@@ -20,6 +20,7 @@ class WorkerCounters:
         "late",
         "pauses",
         "peak_buffered",
+        "pipelines_stopped",
         "produced",
         "replay_skipped",
         "restored_keys",
@@ -58,6 +59,8 @@ class WorkerCounters:
         self.pauses = 0
         #: The most units the scheduler held at once (the buffer bound is what keeps this in check).
         self.peak_buffered = 0
+        #: Pipelines stopped by a failed step (``on_error="stop"``).
+        self.pipelines_stopped = 0
 
     def snapshot(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.__slots__}

@@ -15,6 +15,11 @@ letter keeps the headers above and the key, drops the value (and the original he
 coordinates. Without the fallback the refused dead letter would stop the worker at that record on
 every restart.
 
+A pipeline declared with ``on_error="stop"`` gets no dead letters from its steps: a step that fails
+raises :class:`PipelineStoppedError` instead, which the worker turns into stopping that pipeline at the
+record (see :meth:`cadenza.worker.runtime.Worker.stop_pipeline`). Records that fail to decode are
+dead-lettered in both modes.
+
 A late record goes to the pipeline's late topic once per window it missed: key as a sink writes it,
 value the record's value as JSON (unknown types as their ``str``), and headers with the operator, the
 window, the record's event time and the watermark it was late for, plus the coordinates above.
@@ -28,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic_core
 from confluent_kafka import Message
 
+from cadenza.errors import CadenzaError
 from cadenza.operators import Late
 from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
 from cadenza.worker.counters import WorkerCounters
@@ -49,6 +55,7 @@ __all__ = [
     "WINDOW_END_HEADER",
     "WINDOW_START_HEADER",
     "DeadLetters",
+    "PipelineStoppedError",
 ]
 
 SOURCE_TOPIC_HEADER = "cadenza-source-topic"
@@ -86,16 +93,54 @@ def _original_headers(message: Message) -> OutHeaders:
     return list(pairs)
 
 
-class DeadLetters:
-    """The dead-letter and late topics of one pipeline."""
+class PipelineStoppedError(CadenzaError):
+    """A step of a pipeline declared ``on_error="stop"`` failed on a record.
 
-    __slots__ = ("_counters", "_output", "dead_letter_topic", "late_topic", "metrics")
+    Raised through the operator chain, so nothing downstream of the failed step sees the record; the
+    worker catches it per pipeline, so the other pipelines keep running.
+    """
+
+    def __init__(self, pipeline: str, node_id: str, unit: Unit, cause: BaseException) -> None:
+        self.pipeline = pipeline
+        self.node_id = node_id
+        self.topic = unit.topic
+        self.partition = unit.partition
+        self.offset = unit.offset
+        self.cause = cause
+        super().__init__(
+            f"pipeline {pipeline!r} stopped: step {node_id!r} failed on {unit.topic}[{unit.partition}]"
+            f"@{unit.offset}: {type(cause).__name__}: {cause}"
+        )
+
+
+class DeadLetters:
+    """The dead-letter and late topics of one pipeline, and what its failed steps do."""
+
+    __slots__ = (
+        "_counters",
+        "_output",
+        "dead_letter_topic",
+        "late_topic",
+        "metrics",
+        "pipeline",
+        "stop_on_error",
+    )
 
     def __init__(
-        self, dead_letter_topic: str, late_topic: str, output: Output, counters: WorkerCounters
+        self,
+        dead_letter_topic: str,
+        late_topic: str,
+        output: Output,
+        counters: WorkerCounters,
+        *,
+        pipeline: str = "",
+        stop_on_error: bool = False,
     ) -> None:
         self.dead_letter_topic = dead_letter_topic
         self.late_topic = late_topic
+        self.pipeline = pipeline
+        #: ``on_error="stop"``: a failed step raises :class:`PipelineStoppedError` instead of dead-lettering.
+        self.stop_on_error = stop_on_error
         self._output = output
         self._counters = counters
         #: ``step id -> its Prometheus series``, set by the worker: dead letters and late records are
@@ -121,6 +166,8 @@ class DeadLetters:
 
     def function_failed(self, unit: Unit, node_id: str, exc: BaseException) -> None:
         """A user function (or the encoding of what it returned) raised on ``unit``."""
+        if self.stop_on_error:
+            raise PipelineStoppedError(self.pipeline, node_id, unit, exc) from exc
         self._send(
             unit.message,
             unit.topic,

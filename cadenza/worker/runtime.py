@@ -67,6 +67,7 @@ from cadenza.settings import KafkaSettings
 from cadenza.state.factory import store_factory
 from cadenza.worker.commits import OffsetCommits
 from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.dead_letter import PipelineStoppedError
 from cadenza.worker.deadlines import TaskSchedule, plan_schedules
 from cadenza.worker.decode import make_registry_client
 from cadenza.worker.inflight import InFlight, Pending
@@ -224,6 +225,11 @@ class Worker:
         self._full = False
         #: Records one partition may hold before it is paused (updated with the assignment).
         self._share = max_buffered
+        #: Pipelines stopped by a failed step (``on_error="stop"``), with what stopped them.
+        self.stopped: dict[str, PipelineStoppedError] = {}
+        #: Per input topic, how many stopped sub-topologies read it: a record of such a topic is held
+        #: (never committable), and its partitions stay paused.
+        self._held: dict[str, int] = {}
         self._last_commit = 0.0
 
     # -- what it runs ---------------------------------------------------------------------------------
@@ -339,6 +345,11 @@ class Worker:
         self._fanout = max((len(pairs) for pairs in self._stages.values()), default=1)
         self.exporter.register_callback(names.BUFFERED_RECORDS, lambda: len(self.scheduler))
         self.exporter.register_callback(names.PAUSED_PARTITIONS, lambda: len(self._paused))
+        tenants = {graph.name: graph.tenant for graph in self.graphs}
+        self.exporter.register_callback(
+            names.PIPELINE_STOPPED,
+            lambda: {(tenants[name], name): 1 if name in self.stopped else 0 for name in tenants},
+        )
         overrides: dict[str, Any] = {
             # librdkafka's prefetch is the other buffer a burst fills: bound it too (per worker).
             "queued.max.messages.kbytes": 32768,
@@ -346,6 +357,9 @@ class Worker:
             # brokers (the embedded Tansu) hold a parked fetch for the whole wait, which then adds up
             # to this much latency to a record that arrives on an idle partition.
             "fetch.wait.max.ms": 20,
+            # Statistics each second tell when a broker is reachable again after an outage (see
+            # ClientErrors.statistics): that drives cadenza_broker_reachable and /readyz.
+            "statistics.interval.ms": 1000,
         }
         if any(node.kind == "join" for graph in self.graphs for node in graph.nodes):
             # A join needs partition p of both its inputs on one worker; the range assignor gives that
@@ -353,6 +367,16 @@ class Worker:
             overrides["partition.assignment.strategy"] = "range"
         overrides.update(self._consumer_overrides)
         self._consumer, self._consumer_errors = make_consumer(self.settings, self.group, **overrides)
+        consumer_errors, producer_errors = self._consumer_errors, self._output.client_errors
+        self.exporter.register_callback(names.BROKER_REACHABLE, lambda: int(consumer_errors.brokers_up))
+        self.exporter.register_callback(
+            names.KAFKA_CLIENT_ERRORS,
+            lambda: {
+                (errors.role, name): count
+                for errors in (consumer_errors, producer_errors)
+                for name, count in dict(errors.counts).items()
+            },
+        )
         self._consumer.subscribe(
             list(self._routes), on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
@@ -423,6 +447,9 @@ class Worker:
         if consumer is None or errors is None:
             raise CadenzaError("the worker is not started")
         errors.raise_fatal()
+        # Not ready while no broker is reachable: the worker waits it out (the clients reconnect by
+        # themselves), so liveness stays up, but nothing it does lands until then.
+        self.exporter.health.ready = errors.brokers_up
         scheduler = self.scheduler
         buffered = len(scheduler)
         # At most one partition's share per poll: a poll takes records in librdkafka's fetch order, so
@@ -459,6 +486,8 @@ class Worker:
         enqueue = self.scheduler.enqueue
         now = time.time()
         enqueued = time.perf_counter()
+        held = self._held
+        holds = 0
         last_key: tuple[str, int] | None = None
         progress = None
         units = 0
@@ -473,7 +502,10 @@ class Worker:
             if last_key is None or last_key[0] != topic or last_key[1] != partition:
                 last_key = (topic, partition)
                 progress = inflight.progress(topic, partition)
-            pending: Pending = [offset, 0]
+                holds = held.get(topic, 0) if held else 0
+            # A stopped pipeline's share of the record never runs, so the record never completes:
+            # it stays uncommitted for the restart that resumes the pipeline.
+            pending: Pending = [offset, holds]
             for decode, schedule in stages.get(topic, ()):
                 unit = decode(message, topic, partition, offset)
                 if unit is None:
@@ -487,7 +519,7 @@ class Worker:
                 schedule.metrics.consumed += 1
             if progress is not None:
                 inflight.admitted(progress, offset, pending)
-            units += pending[1]
+            units += pending[1] - holds
         counters = self.counters
         counters.consumed += len(messages)
         counters.units += units
@@ -505,7 +537,11 @@ class Worker:
             quantum = scheduler.next_batch()
             if quantum is None:
                 break
-            ran += self._run_quantum(quantum, schedules[quantum.key[0]])
+            try:
+                ran += self._run_quantum(quantum, schedules[quantum.key[0]])
+            except PipelineStoppedError as stopped:
+                quantum.close()
+                self.stop_pipeline(stopped)
             if perf() >= until:
                 break
         return ran
@@ -559,6 +595,44 @@ class Worker:
             policy.process_ctx_from_reply(policy.prepare_reply(last, measured))
         return ran
 
+    def stop_pipeline(self, stopped: PipelineStoppedError) -> None:
+        """Stop running one pipeline, at the record that failed; the others keep running.
+
+        What a restart needs to resume at that record is kept: the record and everything after it in
+        the pipeline's input partitions stay uncommitted (their queued units are dropped without being
+        counted as done, and records fetched later are held the same way), those partitions are
+        paused for good, and the pipeline's state is no longer changelogged, so the changelog stays
+        at a point the replay from the committed offsets can build on. Another pipeline reading the
+        same topic stops progressing on it too: Kafka keeps one committed offset per partition and
+        group, and it cannot move past the held record.
+        """
+        name = stopped.pipeline
+        if name in self.stopped:
+            return
+        self.stopped[name] = stopped
+        self.counters.pipelines_stopped += 1
+        mine = [schedule for schedule in self._schedules if schedule.pipeline == name]
+        indexes = {schedule.index for schedule in mine}
+        queued = [key for key in self.scheduler.keys() if key[0] in indexes]  # noqa: SIM118 - a list, not a dict
+        dropped = sum(self.scheduler.discard(key) for key in queued)
+        for schedule in mine:
+            topic = schedule.task.subtopology.input_topic
+            self._held[topic] = self._held.get(topic, 0) + 1
+            self._stages[topic] = tuple(pair for pair in self._stages[topic] if pair[1] is not schedule)
+        windows = {id(window) for schedule in mine for window in schedule.task.windows}
+        self._windows = [window for window in self._windows if id(window) not in windows]
+        _log.error(
+            "%s; its input from %s[%d] at offset %d on stays uncommitted (%d queued record(s) held) "
+            "and its partitions are paused; the worker runs its other pipelines. Fix the step (or "
+            "the data) and restart the worker to resume from that record.",
+            stopped,
+            stopped.topic,
+            stopped.partition,
+            stopped.offset,
+            dropped,
+            exc_info=stopped.cause,
+        )
+
     def _flow_control(self) -> None:
         """Keep the buffer bounded without letting one tenant's flood shut out the others.
 
@@ -595,13 +669,14 @@ class Worker:
         to_pause: list[TopicPartition] = []
         to_resume: list[TopicPartition] = []
         stages = self._stages
+        held = self._held
         for tp in assignment:
             key = (tp.topic, tp.partition)
             queued = sum(scheduler.buffered(s.key(tp.partition)) for _, s in stages.get(tp.topic, ()))
             if key in paused:
-                if queued <= share // 2:
+                if queued <= share // 2 and tp.topic not in held:
                     to_resume.append(paused.pop(key))
-            elif queued >= share:
+            elif queued >= share or tp.topic in held:
                 to_pause.append(tp)
                 paused[key] = tp
         if to_pause:

@@ -307,7 +307,14 @@ def build_tasks(
         register_model(functions.key_model)
         for fn in (functions.fn, functions.init, functions.add, functions.merge, functions.result):
             register_function_models(fn)
-    dead = DeadLetters(graph.dead_letter_topic, graph.late_topic, output, counters)
+    dead = DeadLetters(
+        graph.dead_letter_topic,
+        graph.late_topic,
+        output,
+        counters,
+        pipeline=graph.name,
+        stop_on_error=graph.on_error == "stop",
+    )
     stores = store_factory if store_factory is not None else _default_stores
     appearances: dict[str, int] = {}
     for sub in subtopologies:

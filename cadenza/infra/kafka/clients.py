@@ -13,6 +13,7 @@ role-specific defaults, then caller overrides. The defaults, and why:
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -39,6 +40,11 @@ class ClientErrors:
     librdkafka reports "all brokers down" or a fatal idempotence error through a callback, not by
     raising; without this a client would keep retrying silently. Callbacks run on the thread that
     polls the client, so a lock is enough.
+
+    It also tells whether the client can reach a broker (``brokers_up``), for metrics and readiness.
+    librdkafka says when every broker went down but not when one came back, so with
+    ``statistics.interval.ms`` set, its periodic statistics (``stats_cb``) settle that: up as soon as
+    any broker connection is in state ``UP``.
     """
 
     def __init__(self, role: str) -> None:
@@ -46,14 +52,37 @@ class ClientErrors:
         self._lock = threading.Lock()
         self._fatal: KafkaError | None = None
         self.last: KafkaError | None = None
+        #: Errors reported so far, by librdkafka's error name (``_TRANSPORT``, ``_ALL_BROKERS_DOWN``...).
+        self.counts: dict[str, int] = {}
+        self.brokers_up = True
 
     def __call__(self, error: KafkaError) -> None:
+        name = error.name()
         with self._lock:
             self.last = error
+            self.counts[name] = self.counts.get(name, 0) + 1
             if error.fatal():
                 self._fatal = error
+            if error.code() == KafkaError._ALL_BROKERS_DOWN:
+                self.brokers_up = False
         level = logging.ERROR if error.fatal() else logging.WARNING
-        _log.log(level, "kafka %s: %s: %s", self.role, error.name(), error.str())
+        _log.log(level, "kafka %s: %s: %s", self.role, name, error.str())
+
+    def statistics(self, raw: str) -> None:
+        """librdkafka's statistics JSON: a broker connection in state ``UP`` means reachable again."""
+        try:
+            brokers = json.loads(raw).get("brokers", {})
+            up = any(broker.get("state") == "UP" for broker in brokers.values())
+        except (ValueError, AttributeError):  # never let a malformed report break the poll loop
+            return
+        if up != self.brokers_up:
+            _log.log(
+                logging.INFO if up else logging.WARNING,
+                "kafka %s: %s",
+                self.role,
+                "a broker is reachable again" if up else "no broker connection is up",
+            )
+        self.brokers_up = up
 
     def raise_fatal(self) -> None:
         """Raise if librdkafka reported a fatal (unrecoverable) error for this client."""
@@ -92,6 +121,7 @@ def _common(settings: KafkaSettings, role: str) -> tuple[dict[str, Any], ClientE
     errors = ClientErrors(role)
     config: dict[str, Any] = dict(settings.client_config())
     config["error_cb"] = errors
+    config["stats_cb"] = errors.statistics  # called only if statistics.interval.ms is set
     config["logger"] = _librdkafka_log
     return config, errors
 

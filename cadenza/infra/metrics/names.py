@@ -19,6 +19,7 @@ from enum import StrEnum
 
 __all__ = [
     "ALL_METRICS",
+    "BROKER_REACHABLE",
     "BUFFERED_RECORDS",
     "CONTEXT_HEADERS_GARBLED",
     "CONTEXT_HEADERS_MISSING",
@@ -28,9 +29,11 @@ __all__ = [
     "FEEDBACK_APPLIED",
     "FEEDBACK_REJECTED",
     "FEEDBACK_SUPERSEDED",
+    "KAFKA_CLIENT_ERRORS",
     "LATENCY_BUCKETS",
     "OPERATOR_LABELS",
     "PAUSED_PARTITIONS",
+    "PIPELINE_STOPPED",
     "QUEUE_WAIT",
     "RECORDS_CONSUMED",
     "RECORDS_DEAD_LETTERED",
@@ -206,7 +209,38 @@ BUFFERED_RECORDS = MetricDef(
 PAUSED_PARTITIONS = MetricDef(
     "cadenza_paused_partitions", _G, "Partitions the fetcher paused because the buffer is full."
 )
-"""Non-zero means the worker is saturated: input arrives faster than it runs it."""
+"""Non-zero means the worker is saturated: input arrives faster than it runs it (or a pipeline
+stopped, whose input partitions stay paused: see ``PIPELINE_STOPPED``)."""
+
+PIPELINE_STOPPED = MetricDef(
+    "cadenza_pipeline_stopped",
+    _G,
+    "1 for a pipeline this worker stopped because a step failed (on_error='stop').",
+    ("tenant", "pipeline"),
+)
+"""Alert on any 1: the pipeline's input is held at the failed record (uncommitted) until the worker
+restarts; the log line names the step, the record's coordinates and the error."""
+
+# -- the connection to Kafka -----------------------------------------------------------------------
+
+BROKER_REACHABLE = MetricDef(
+    "cadenza_broker_reachable",
+    _G,
+    "1 while the worker's consumer has a connection to at least one broker, else 0.",
+)
+"""From librdkafka's statistics (each second) and its errors: 0 from an all-brokers-down error until
+a broker is up again. ``/readyz`` answers 503 while it is 0; liveness is unaffected, since the
+clients reconnect by themselves and a restart would not bring the broker back."""
+
+KAFKA_CLIENT_ERRORS = MetricDef(
+    "cadenza_kafka_client_errors",
+    _C,
+    "Errors librdkafka reported for the worker's clients (error_cb).",
+    ("client", "error"),
+)
+"""``client``: ``consumer`` or ``producer``; ``error``: librdkafka's name, e.g. ``_TRANSPORT`` (a
+connection failed), ``_ALL_BROKERS_DOWN``. A rising count with ``cadenza_broker_reachable`` at 1 is
+a flaky network; the fatal ones also stop the worker."""
 
 # -- feedback --------------------------------------------------------------------------------------
 
@@ -260,6 +294,9 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     E2E_LATENCY,
     BUFFERED_RECORDS,
     PAUSED_PARTITIONS,
+    PIPELINE_STOPPED,
+    BROKER_REACHABLE,
+    KAFKA_CLIENT_ERRORS,
     FEEDBACK_APPLIED,
     FEEDBACK_REJECTED,
     FEEDBACK_SUPERSEDED,
