@@ -17,6 +17,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
@@ -28,10 +29,12 @@ from cadenza.infra.kafka.errors import (
     KafkaClientError,
     from_kafka_error,
 )
+from cadenza.infra.kafka.logs import RepeatFilter
 from cadenza.settings import KafkaSettings
 
 _log = logging.getLogger("cadenza.kafka")
 _librdkafka_log = logging.getLogger("cadenza.kafka.librdkafka")
+_librdkafka_log.addFilter(RepeatFilter())
 
 
 class ClientErrors:
@@ -41,14 +44,25 @@ class ClientErrors:
     raising; without this a client would keep retrying silently. Callbacks run on the thread that
     polls the client, so a lock is enough.
 
+    Logging is rate-limited per error name: librdkafka reports every failed reconnect (about 390
+    lines in a 10 s outage for one worker), which would bury everything else. The first one is
+    logged, then at most one line per ``log_interval`` seconds with how many were left out; fatal
+    errors are always logged. ``counts`` stays exact for the metrics.
+
     It also tells whether the client can reach a broker (``brokers_up``), for metrics and readiness.
     librdkafka says when every broker went down but not when one came back, so with
     ``statistics.interval.ms`` set, its periodic statistics (``stats_cb``) settle that: up as soon as
     any broker connection is in state ``UP``.
     """
 
-    def __init__(self, role: str) -> None:
+    def __init__(
+        self, role: str, *, log_interval: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.role = role
+        self.log_interval = log_interval
+        self._clock = clock
+        #: Per error name: when it was last logged, and how many were left out since.
+        self._logged: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._fatal: KafkaError | None = None
         self.last: KafkaError | None = None
@@ -58,15 +72,34 @@ class ClientErrors:
 
     def __call__(self, error: KafkaError) -> None:
         name = error.name()
+        fatal = error.fatal()
+        now = self._clock()
         with self._lock:
             self.last = error
             self.counts[name] = self.counts.get(name, 0) + 1
-            if error.fatal():
+            if fatal:
                 self._fatal = error
             if error.code() == KafkaError._ALL_BROKERS_DOWN:
                 self.brokers_up = False
-        level = logging.ERROR if error.fatal() else logging.WARNING
-        _log.log(level, "kafka %s: %s: %s", self.role, name, error.str())
+            last, left_out = self._logged.get(name, (None, 0))
+            if not fatal and last is not None and now - last < self.log_interval:
+                self._logged[name] = (last, left_out + 1)
+                return
+            self._logged[name] = (now, 0)
+        if left_out:
+            _log.log(
+                logging.ERROR if fatal else logging.WARNING,
+                "kafka %s: %s: %s (%d more like it in the last %.0f s not logged)",
+                self.role,
+                name,
+                error.str(),
+                left_out,
+                0.0 if last is None else now - last,
+            )
+        else:
+            _log.log(
+                logging.ERROR if fatal else logging.WARNING, "kafka %s: %s: %s", self.role, name, error.str()
+            )
 
     def statistics(self, raw: str) -> None:
         """librdkafka's statistics JSON: a broker connection in state ``UP`` means reachable again."""
