@@ -254,7 +254,7 @@ def test_cameo_frontier_at_operator(operator: OperatorInfo, expected_frontier: f
     out = policy.build_ctx_at_operator(ctx_in, operator, object())
     assert out.frontier_time == expected_frontier
     assert out.priority == expected_frontier + 2.0 - 1 / 4
-    assert policy.priority(out, 123.0) == out.priority
+    assert policy.priority(out, 0.0) == out.priority  # on time, the stamped start deadline
 
 
 def test_cameo_frontier_at_source_for_a_windowed_first_operator() -> None:
@@ -262,3 +262,66 @@ def test_cameo_frontier_at_source_for_a_windowed_first_operator() -> None:
     rec = SourceRecordInfo("p", "t", 0.5, 2.0, 7, 0, operator_id="win", window_close_time=10.0)
     assert policy.build_ctx_at_source(rec).frontier_time == 10.0
     assert EdfPolicy().build_ctx_at_source(rec).frontier_time == 2.0
+
+
+def _overloaded_bulk_then_urgent() -> list[Arrival]:
+    # 12 bulk records of 1/4 s each, all due 1 s after arriving: 3 s of work, so from t=1 the bulk
+    # backlog is tardy. Urgent records arrive at 1.5 and 1.75, due 1/2 s later.
+    bulk = burst("ba-pipe", "BA", at=0.0, latency=1.0, count=12, operator="heavy")
+    urgent = [
+        source("ls-pipe", "LS", at=1.5, latency=1 / 2, offset=0, operator="light"),
+        source("ls-pipe", "LS", at=1.75, latency=1 / 2, offset=1, operator="light"),
+    ]
+    return bulk + urgent
+
+
+_OVERLOAD_COST = {"heavy": 1 / 4, "light": 1 / 16}
+
+
+def test_cameo_runs_tardy_bulk_work_after_on_time_records() -> None:
+    runs = simulate(
+        CameoPolicy(CostModel(default_cost=0.0)), _overloaded_bulk_then_urgent(), cost=_OVERLOAD_COST
+    )
+    # BA:4 starts exactly at its start deadline (1.0), so it is still on time; from BA:5 on the bulk
+    # records are tardy, and each urgent record waits only for the bulk record in progress.
+    assert order(runs) == [f"BA:{i}" for i in range(6)] + ["LS:0", "BA:6", "LS:1"] + [
+        f"BA:{i}" for i in range(7, 12)
+    ]
+    assert [r.start for r in runs if r.tenant == "LS"] == [1.5, 1.8125]
+    # Work-conserving: the last record ends when it would under any order.
+    assert runs[-1].end == 3.125
+
+
+def test_plain_cameo_lets_a_tardy_backlog_make_the_urgent_tenant_miss_too() -> None:
+    policy = CameoPolicy(CostModel(default_cost=0.0), postpone_tardy=False)
+    runs = simulate(policy, _overloaded_bulk_then_urgent(), cost=_OVERLOAD_COST)
+    assert order(runs) == [f"BA:{i}" for i in range(12)] + ["LS:0", "LS:1"]
+    # Due at 2.0 and 2.25, started at 3.0: the domino effect postponement prevents.
+    assert [r.start for r in runs if r.tenant == "LS"] == [3.0, 3.0625]
+    assert runs[-1].end == 3.125
+
+
+def test_cameo_postpones_a_tardy_record_to_one_target_from_now() -> None:
+    policy = CameoPolicy(CostModel(default_cost=0.0))
+    on_time = SchedulingContext("p", "t", 10.0, 5.0, 0.0, 0.0, 0, 1)  # start deadline 15
+    tardy_loose = SchedulingContext("p", "t", 0.0, 5.0, 0.0, 0.0, 0, 2)  # due 5, postponed to 17
+    tardy_tight = SchedulingContext("p", "t", 9.0, 0.5, 0.0, 0.0, 0, 3)  # due 9.5, postponed to 12.5
+    tardy_mid = SchedulingContext("p", "t", 0.0, 2.0, 0.0, 0.0, 0, 4)  # due 2, postponed to 14
+    now = 12.0
+    assert [policy.priority(ctx, now) for ctx in (on_time, tardy_loose, tardy_tight, tardy_mid)] == [
+        15.0,
+        17.0,
+        12.5,
+        14.0,
+    ]
+    # A record a little late still goes before bulk work due later; a long-late one does not jump ahead.
+    ranked = sorted([tardy_loose, tardy_tight, on_time, tardy_mid], key=lambda ctx: policy.priority(ctx, now))
+    assert [ctx.trace_id for ctx in ranked] == [3, 4, 1, 2]
+
+
+def test_cameo_priority_only_worsens_as_time_passes() -> None:
+    # The scheduler re-keys its heap lazily on this promise (monotone_priority).
+    policy = CameoPolicy(CostModel(default_cost=0.0))
+    ctx = SchedulingContext("p", "t", 1.0, 0.5, 0.0, 0.0, 0, 1)
+    assert [policy.priority(ctx, now) for now in (0.0, 1.5, 1.75, 2.5)] == [1.5, 1.5, 2.25, 3.0]
+    assert CameoPolicy.time_dependent and CameoPolicy.monotone_priority

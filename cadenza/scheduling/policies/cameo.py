@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from cadenza.scheduling.context import SchedulingContext
+from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policy import BasePolicy, OperatorInfo, SourceRecordInfo, frontier_with_window
 
 __all__ = ["CameoPolicy"]
@@ -16,9 +19,33 @@ class CameoPolicy(BasePolicy):
     record's window is expected to fire: a record of a window that closes in ten seconds is not
     needed before then, so it yields to records whose results are due sooner. The frontier is kept
     downstream of the window, so the window's result inherits the window's deadline.
+
+    **Overload.** Pure deadline order fails badly once some work can no longer make its deadline
+    (EDF's domino effect): a bulk tenant's burst leaves a backlog whose deadlines are already past,
+    those sort before every on-time record, and so the urgent tenant misses too, for as long as the
+    backlog lasts. With ``postpone_tardy`` (the default) a record whose start deadline has passed is
+    *tardy*, and its deadline is postponed to one latency target from now (``now + L``), as a
+    constant-bandwidth server postpones an overrunning task's deadline by a period. So a bulk record
+    seconds late competes as if due seconds from now and yields to anything due sooner, while an
+    urgent record that slipped a few milliseconds (behind a non-preemptive quantum, say) still runs
+    before bulk work due later. The executor stays work-conserving: tardy work runs whenever nothing
+    due sooner waits, so throughput does not change. ``postpone_tardy=False`` gives Cameo's plain
+    order.
+
+    Among tardy records the tighter target goes first (``now`` is common to all of them), which
+    under sustained overload of two tenants at once favours the tighter one; ``fair`` is the policy
+    that guarantees every tenant a share.
     """
 
     name = "cameo"
+    # With postponement a head's priority depends on ``now`` and only ever grows (constant while on
+    # time, then ``now + L``), so the scheduler keeps its heap and re-keys stale tops lazily.
+    time_dependent: ClassVar[bool] = True
+    monotone_priority: ClassVar[bool] = True
+
+    def __init__(self, cost_model: CostModel | None = None, *, postpone_tardy: bool = True) -> None:
+        super().__init__(cost_model)
+        self.postpone_tardy = postpone_tardy
 
     def _frontier_at_source(self, record: SourceRecordInfo) -> float:
         return frontier_with_window(record.arrival_time, record.window_close_time)
@@ -32,4 +59,10 @@ class CameoPolicy(BasePolicy):
         return ctx.frontier_time + ctx.latency_target - ctx.path_cost
 
     def priority(self, ctx: SchedulingContext, now: float) -> float:
-        return ctx.frontier_time + ctx.latency_target - ctx.path_cost
+        start_deadline = ctx.frontier_time + ctx.latency_target - ctx.path_cost
+        if now <= start_deadline or not self.postpone_tardy:
+            return start_deadline
+        return now + ctx.latency_target
+
+    def __repr__(self) -> str:
+        return f"CameoPolicy(postpone_tardy={self.postpone_tardy})"
