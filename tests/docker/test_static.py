@@ -259,6 +259,22 @@ def test_dockerfile_stages_and_references_exist() -> None:
         assert target in names
 
 
+def test_dockerfile_cadenza_variables_exist() -> None:
+    set_in = {
+        key: instruction.line
+        for stage in DOCKER.stages
+        for instruction in stage.all("ENV")
+        for key in dockerfile.parse_env(instruction.arguments)
+        if key.startswith("CADENZA_")
+    }
+    assert set_in, "the images configure cadenza through CADENZA_* variables"
+    unknown = {key: line for key, line in set_in.items() if key not in KNOWN_ENV}
+    assert not unknown, f"ENV {unknown} (name: line) are neither KafkaSettings fields nor CLI option envvars"
+    for target in FINAL_STAGES:
+        with environment(image_env(target)):
+            KafkaSettings.load()  # the values validate, not only the names
+
+
 @pytest.mark.parametrize("target", FINAL_STAGES)
 def test_final_stages_run_cadenza_as_a_non_root_user(target: str) -> None:
     user = DOCKER.last(target, "USER")
