@@ -22,6 +22,12 @@ bound on out-of-orderness: the earliest moment the watermark lets the final resu
 time as wall-clock time (which is what producer timestamps are). The same close is the ``t_F`` of
 the window's result at the sink, so a window result's end-to-end latency is measured from when it
 could first have been emitted.
+
+A record is not only part of its own window: it also moves the watermark, and the first record of
+an upstream partition past a window's close is the one that lets that window's result out. Its
+urgency is that earlier window's, not its own (which may close a second later): deferring it would
+hold back a result that is due now. :class:`WindowRelease` finds these records, per upstream
+partition, with one comparison per record.
 """
 
 from __future__ import annotations
@@ -46,7 +52,14 @@ from cadenza.worker.operators.window import WindowOp
 from cadenza.worker.task import Task
 from cadenza.worker.unit import Unit
 
-__all__ = ["TaskSchedule", "iter_operators", "plan_schedules", "window_close"]
+__all__ = [
+    "TaskSchedule",
+    "WindowRelease",
+    "close_function",
+    "iter_operators",
+    "plan_schedules",
+    "window_close",
+]
 
 CloseTime = Callable[[float], float]
 
@@ -72,8 +85,11 @@ def iter_operators(root: Operator) -> Iterator[Operator]:
 
 def window_close(window_op: WindowOp) -> CloseTime:
     """``event time -> close`` of the first window a record at ``window_op`` falls into."""
-    delay = window_op.lateness + window_op.max_out_of_orderness
-    assigner: Any = window_op.assigner
+    return close_function(window_op.assigner, window_op.lateness + window_op.max_out_of_orderness)
+
+
+def close_function(assigner: Any, delay: float) -> CloseTime:
+    """``event time -> close`` for an assigner: the first window end after the time, plus ``delay``."""
     assign = getattr(assigner, "assign", None)
     if assign is not None:
 
@@ -91,11 +107,43 @@ def window_close(window_op: WindowOp) -> CloseTime:
     return close_single
 
 
+class WindowRelease:
+    """The window close a record's deadline counts from: its own window's, or an earlier one it releases.
+
+    Per input partition it keeps the first close after the largest event time seen so far (the next
+    window this partition's watermark will release). A record at or past that close moves the
+    watermark over it, so it is given that close instead of its own window's. The watermark of a
+    merged stream is the minimum over its upstream partitions, so counting per upstream partition
+    finds the record that really releases the window (and the others that could, at most one per
+    partition per window).
+    """
+
+    __slots__ = ("close", "delay", "pending")
+
+    def __init__(self, close: CloseTime, delay: float) -> None:
+        self.close = close
+        #: Lateness plus out-of-orderness: a window whose end plus this is at most the largest event
+        #: time seen has been released.
+        self.delay = delay
+        self.pending: dict[int, float] = {}
+
+    def __call__(self, partition: int, event_time: float) -> float:
+        pending = self.pending.get(partition)
+        if pending is not None and event_time < pending:
+            return self.close(event_time)
+        # The first close after this record: the next window this partition will release.
+        self.pending[partition] = self.close(event_time - self.delay)
+        if pending is None:
+            return self.close(event_time)
+        return pending
+
+
 class TaskSchedule:
     """What the worker needs to schedule one task: its identity, its deadline inputs and its metrics."""
 
     __slots__ = (
         "_fresh_info",
+        "_same_pipeline",
         "close",
         "from_source",
         "index",
@@ -105,6 +153,7 @@ class TaskSchedule:
         "operator_id",
         "pipeline",
         "policy",
+        "release",
         "run",
         "task",
         "tenant",
@@ -134,10 +183,17 @@ class TaskSchedule:
         self.window: WindowOp | None = windows[0] if windows else None
         #: The close of a record's window at this task, if the task is windowed.
         self.close: CloseTime | None = window_close(windows[0]) if windows else None
+        #: For a windowed task read from a source topic: the close each record's deadline counts from.
+        self.release: WindowRelease | None = (
+            WindowRelease(self.close, windows[0].lateness + windows[0].max_out_of_orderness)
+            if self.close is not None and windows
+            else None
+        )
         #: Scheduler keys per input partition, made once (a tuple per record would be made per record).
         self.keys: dict[int, tuple[int, int]] = {}
         self._fresh_info = SourceRecordInfo(self.pipeline, self.tenant, self.latency_target, 0.0, 0, 0)
         self._fresh_info.operator_id = self.operator_id
+        self._same_pipeline = OperatorInfo(self.pipeline, self.operator_id, self.close is not None)
 
     def key(self, partition: int) -> tuple[int, int]:
         key = self.keys.get(partition)
@@ -153,8 +209,17 @@ class TaskSchedule:
             ctx = decode_context(raw)
             if ctx is None:
                 self.metrics.context_garbled += 1
-            elif not self.from_source or ctx.pipeline_id == self.pipeline:
-                return ctx
+            elif not self.from_source:
+                return ctx  # stamped for this task by the key_by upstream
+            elif ctx.pipeline_id == self.pipeline:
+                # Written by an earlier stage of this pipeline outside the worker (a Spark stage):
+                # keep its frontier and target, and add this task's path cost and window close.
+                stage = self._same_pipeline
+                release = self.release
+                stage.window_close_time = (
+                    None if release is None else release(unit.partition, unit.event_time)
+                )
+                return self.policy.build_ctx_at_operator(ctx, stage, None)
             else:
                 trace_id = ctx.trace_id  # another pipeline's result: new deadline, same trace
         elif not self.from_source:
@@ -170,26 +235,35 @@ class TaskSchedule:
         info.offset = unit.offset
         info.partition = unit.partition
         info.trace_id = trace_id
-        close = self.close
-        info.window_close_time = None if close is None else close(unit.event_time)
+        release = self.release
+        info.window_close_time = None if release is None else release(unit.partition, unit.event_time)
         return self.policy.build_ctx_at_source(info)
 
 
 class _KeyByStamp:
-    """Stamps the context a ``key_by`` output needs at the sub-topology that reads its topic."""
+    """Stamps the context a ``key_by`` output needs at the sub-topology that reads its topic.
 
-    __slots__ = ("build", "close", "target")
+    The window close is found here, upstream, where the record's partition is the one the downstream
+    watermark is kept per (see :class:`WindowRelease`).
+    """
+
+    __slots__ = ("build", "release", "target")
 
     def __init__(self, policy: SchedulingPolicy, target: TaskSchedule) -> None:
         self.build = policy.build_ctx_at_operator
         self.target = OperatorInfo(target.pipeline, target.operator_id, target.close is not None)
-        self.close = target.close
+        window = target.window
+        self.release = (
+            None
+            if target.close is None or window is None
+            else WindowRelease(target.close, window.lateness + window.max_out_of_orderness)
+        )
 
-    def __call__(self, ctx: SchedulingContext, event_time: float, value: object) -> bytes:
+    def __call__(self, ctx: SchedulingContext, partition: int, event_time: float, value: object) -> bytes:
         target = self.target
-        close = self.close
-        if close is not None:
-            target.window_close_time = close(event_time)
+        release = self.release
+        if release is not None:
+            target.window_close_time = release(partition, event_time)
         return encode_context(self.build(ctx, target, value))
 
 

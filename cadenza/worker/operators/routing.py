@@ -31,7 +31,7 @@ from cadenza.worker.wire import (
 
 __all__ = ["KeyByOp", "KeyByStamp", "SinkOp", "SinkStamp"]
 
-KeyByStamp = Callable[[SchedulingContext, float, Any], bytes]
+KeyByStamp = Callable[[SchedulingContext, int, float, Any], bytes]
 """``(context in, event time, value) -> cadenza-ctx`` for the sub-topology reading the repartition topic."""
 SinkStamp = Callable[[Unit, Window | None, Any], bytes | None]
 """``(unit, window, value) -> cadenza-ctx`` of a result (``None``: none); also records its deadline."""
@@ -92,7 +92,7 @@ class KeyByOp(Operator):
         stamp = self.stamp
         ctx = unit.ctx
         if stamp is not None and ctx is not None:
-            headers.append((CONTEXT_HEADER, stamp(ctx, event_time, value)))
+            headers.append((CONTEXT_HEADER, stamp(ctx, unit.partition, event_time, value)))
         try:
             self.output.produce(self.topic, value_bytes, key_bytes, headers)
         except RecordTooLargeError as exc:

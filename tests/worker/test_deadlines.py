@@ -1,0 +1,129 @@
+"""Deadline inputs the worker computes per record: window releases and contexts from a Spark stage.
+
+Pure logic: no broker. A record that moves a partition's watermark past a window's close is what
+lets that window's result out, so its deadline must count from that close, not its own window's.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+from confluent_kafka import Message
+
+from cadenza.infra.metrics.prometheus import PrometheusExporter
+from cadenza.operators.windows import TumblingWindows
+from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext, encode_context
+from cadenza.scheduling.costs import CostModel
+from cadenza.scheduling.policies import CameoPolicy
+from cadenza.scheduling.policy import OperatorInfo
+from cadenza.worker.deadlines import CloseTime, TaskSchedule, WindowRelease, close_function
+from cadenza.worker.unit import Unit
+
+DELAY = 0.05  # allowed lateness + out-of-orderness
+
+
+def tumbling_close(size: float) -> CloseTime:
+    return close_function(TumblingWindows(size), DELAY)
+
+
+def test_a_record_gets_its_own_windows_close_until_it_passes_the_pending_one() -> None:
+    release = WindowRelease(tumbling_close(1.0), DELAY)
+    # Window [0, 1) closes at 1.05: records inside it and records of [1, 2) before 1.05 release nothing.
+    assert [release(0, t) for t in (0.1, 0.5, 0.9, 1.02)] == [1.05, 1.05, 1.05, 2.05]
+    # The first record at or past 1.05 moves the watermark over [0, 1)'s close: it carries that close.
+    assert release(0, 1.06) == 1.05
+    # After it, [1, 2) is pending: the rest of that window is not urgent on its account.
+    assert [release(0, t) for t in (1.1, 1.9, 2.04)] == [2.05, 2.05, 3.05]
+    assert release(0, 2.3) == 2.05
+
+
+def test_releases_are_tracked_per_upstream_partition() -> None:
+    # A merged stream's watermark is the minimum over upstream partitions, so each partition's first
+    # record past the close may be the one that releases it.
+    release = WindowRelease(tumbling_close(1.0), DELAY)
+    assert release(0, 0.5) == release(1, 0.6) == 1.05
+    assert release(0, 1.2) == 1.05
+    assert release(1, 1.1) == 1.05
+    assert release(0, 1.3) == release(1, 1.4) == 2.05
+
+
+def test_an_out_of_order_record_neither_releases_nor_moves_the_pending_close() -> None:
+    release = WindowRelease(tumbling_close(1.0), DELAY)
+    release(0, 1.5)
+    assert release(0, 0.7) == 1.05  # late within lateness: its own (already released) window
+    assert release(0, 1.8) == 2.05
+    assert release(0, 2.1) == 2.05
+
+
+def test_under_cameo_a_releasing_record_is_as_urgent_as_its_arrival_and_the_others_wait_for_their_close() -> (
+    None
+):
+    policy = CameoPolicy(CostModel(default_cost=0.0))
+    release = WindowRelease(tumbling_close(1.0), DELAY)
+    upstream = SchedulingContext("p", "t", 0.0, 0.3, 0.0, 0.0, 0, 1)
+
+    def deadline(arrival: float, event_time: float) -> float:
+        ctx = SchedulingContext("p", "t", arrival, 0.3, 0.0, 0.0, 0, 1)
+        close = release(0, event_time)
+        out = policy.build_ctx_at_operator(ctx, OperatorInfo("p", "count", True, close), None)
+        return policy.priority(out, arrival)
+
+    assert upstream.hops == 0
+    assert deadline(0.2, 0.2) == 1.05 + 0.3  # waits for its window
+    assert deadline(1.08, 1.07) == 1.08 + 0.3  # releases [0, 1): due now, not at 2.35
+    assert deadline(1.5, 1.5) == 2.05 + 0.3
+
+
+def _schedule(policy: CameoPolicy, *, from_source: bool) -> TaskSchedule:
+    """A schedule for a stateless task (the schedule reads only its entry, input kind and operators)."""
+    root = SimpleNamespace(process=lambda *args: None)
+    subtopology = SimpleNamespace(entry="enrich", input_kind="source" if from_source else "repartition")
+    task = SimpleNamespace(root=root, subtopology=subtopology)
+    graph = SimpleNamespace(name="p", tenant="t", latency_target_s=2.0)
+    metrics = PrometheusExporter().operator("t", "p", "enrich")
+    return TaskSchedule(0, cast(Any, task), cast(Any, graph), policy, metrics)
+
+
+def _message(ctx: SchedulingContext | None, raw: bytes | None = None) -> Message:
+    header = raw if raw is not None else (None if ctx is None else encode_context(ctx))
+    headers: list[tuple[str, str | bytes | None]] | None = (
+        None if header is None else [(CONTEXT_HEADER, header)]
+    )
+    return Message(topic="in", partition=0, offset=7, value=b"{}", headers=headers, timestamp=(1, 1_000_000))
+
+
+def _unit(message: Message) -> Unit:
+    return Unit("p", "enrich", "in", 0, 7, None, None, 0.0, message)
+
+
+def test_a_context_from_an_earlier_stage_of_the_pipeline_keeps_its_frontier_and_gains_this_path_cost() -> (
+    None
+):
+    costs = CostModel(default_cost=0.0)
+    costs.add_pipeline("p", {"enrich": []})
+    costs.observe("p", "enrich", 0.25)
+    policy = CameoPolicy(costs)
+    schedule = _schedule(policy, from_source=True)
+    stage_output = SchedulingContext("p", "t", 500.0, 2.0, 0.0, 0.0, 3, 99)  # a Spark stage: no path cost
+    ctx = schedule.context(_unit(_message(stage_output)), _message(stage_output), now=1_000.0)
+    assert (ctx.frontier_time, ctx.latency_target, ctx.trace_id, ctx.hops) == (500.0, 2.0, 99, 4)
+    assert ctx.path_cost == costs.path_cost("p", "enrich") > 0.0
+    assert policy.priority(ctx, 0.0) == 500.0 + 2.0 - ctx.path_cost
+
+
+def test_another_pipelines_context_starts_a_new_deadline_with_the_same_trace() -> None:
+    policy = CameoPolicy(CostModel(default_cost=0.0))
+    schedule = _schedule(policy, from_source=True)
+    upstream = SchedulingContext("other", "t", 500.0, 9.0, 0.0, 0.0, 3, 99)
+    ctx = schedule.context(_unit(_message(upstream)), _message(upstream), now=2_000.0)
+    assert (ctx.pipeline_id, ctx.frontier_time, ctx.latency_target, ctx.trace_id) == ("p", 1_000.0, 2.0, 99)
+
+
+def test_a_garbled_context_is_counted_and_replaced_by_a_source_context() -> None:
+    policy = CameoPolicy(CostModel(default_cost=0.0))
+    schedule = _schedule(policy, from_source=False)
+    message = _message(None, raw=b"\x01garbage")
+    ctx = schedule.context(_unit(message), message, now=2_000.0)
+    assert schedule.metrics.context_garbled == 1
+    assert (ctx.pipeline_id, ctx.frontier_time, ctx.hops) == ("p", 1_000.0, 0)
