@@ -10,7 +10,8 @@ keyed by node id that serialization leaves out; a worker that imported the user'
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -30,6 +31,11 @@ OnError: TypeAlias = Literal["dead_letter", "stop"]
 
 STATEFUL_KINDS: frozenset[str] = frozenset({"window_aggregate", "join"})
 """Node kinds that keep keyed state, and so get a changelog topic."""
+
+_MIX_JOIN_INPUTS: dict[str, str] = {"key_by": "key_by", "window_aggregate": "window", "join": "join"}
+"""Kinds the worker cannot run after a join (see :func:`unsupported_by_worker`), as messages name them."""
+_CARRY_WINDOW: frozenset[str] = frozenset({"map", "filter", "flat_map", "branch"})
+"""Kinds that pass a window result's window along to the next step (a key_by or a join drops it)."""
 
 
 @dataclass(frozen=True)
@@ -218,7 +224,19 @@ class PipelineGraph(BaseModel):
                 raise PipelineDefinitionError(
                     "upstream/downstream ids do not match the edges", pipeline=self.name, step=node.id
                 )
-        self.topological_order()
+        order = self.topological_order()
+        nodes = {node.id: node for node in self.nodes}
+        for node_id in order:
+            node = nodes[node_id]
+            problem = unsupported_by_worker(
+                node.kind,
+                node.parameters,
+                node.upstream,
+                lambda i: nodes[i].kind,
+                lambda i: nodes[i].upstream,
+            )
+            if problem is not None:
+                raise PipelineDefinitionError(problem, pipeline=self.name, step=node_id)
         kinds = {node.id: node.kind for node in self.nodes}
         for stage in self.spark_stages:
             if kinds.get(stage.input_node) != "sink" or kinds.get(stage.output_node) != "source":
@@ -287,6 +305,70 @@ class PipelineGraph(BaseModel):
                 step=cycle[0],
             )
         return order
+
+
+def unsupported_by_worker(
+    kind: str,
+    parameters: Mapping[str, JsonValue],
+    inputs: Sequence[str],
+    kind_of: Callable[[str], str],
+    upstream_of: Callable[[str], Sequence[str]],
+) -> str | None:
+    """Why a worker cannot run a step of ``kind`` fed by the steps ``inputs``, or ``None`` if it can.
+
+    The one place these rules live: :class:`~cadenza.pipelines.Pipeline` asks as each step is declared
+    (so the traceback points at the user's line) and :class:`PipelineGraph` for every step of a graph
+    read back from JSON or built by hand, so a worker never receives a graph that breaks them.
+    ``kind_of`` and ``upstream_of`` describe the steps already there (by id).
+
+    - A join's output runs in the sub-topologies of both of its inputs (records arrive from two
+      topics), so what follows it up to its sinks must not depend on which input partition and offset
+      a record came from: a window or another join there would mix the two inputs' offsets in one
+      position, a key_by their origins in one repartition topic.
+    - A sink fed window results writes them as the JSON envelope of :mod:`cadenza.worker.wire` (the
+      window rides beside the value through map, filter, flat_map and branch), so it cannot be Avro.
+      A key_by or a join after the window drops the window, and a sink after those may be Avro.
+    """
+    what = _MIX_JOIN_INPUTS.get(kind)
+    if what is not None:
+        join = _nearest_upstream(inputs, "join", None, kind_of, upstream_of)
+        if join is not None:
+            return (
+                f"a {what} after the join {join!r} is not supported by the worker yet; put a sink after the "
+                "join and read that topic in another pipeline"
+            )
+    if kind == "sink" and parameters.get("format") == "avro":
+        window = _nearest_upstream(inputs, "window_aggregate", _CARRY_WINDOW, kind_of, upstream_of)
+        if window is not None:
+            return (
+                f"an Avro sink after the window aggregate {window!r} is not supported yet (window results "
+                "are written as JSON with their window bounds); use format='json'"
+            )
+    return None
+
+
+def _nearest_upstream(
+    start: Sequence[str],
+    wanted: str,
+    through: frozenset[str] | None,
+    kind_of: Callable[[str], str],
+    upstream_of: Callable[[str], Sequence[str]],
+) -> str | None:
+    """The nearest step of kind ``wanted`` at or upstream of the steps ``start``, walking up only
+    through steps of the kinds ``through`` (any kind when ``None``)."""
+    queue = deque(start)
+    seen: set[str] = set()
+    while queue:
+        current = queue.popleft()
+        if current in seen:
+            continue
+        seen.add(current)
+        kind = kind_of(current)
+        if kind == wanted:
+            return current
+        if through is None or kind in through:
+            queue.extend(upstream_of(current))
+    return None
 
 
 def _find_cycle(remaining: set[str], producers: dict[str, list[str]], position: dict[str, int]) -> list[str]:

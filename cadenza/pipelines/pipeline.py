@@ -2,9 +2,10 @@
 
 A pipeline is a small builder: every ``Stream`` call appends one step to the pipeline it came from,
 and ``compile()`` checks the whole and freezes it. Rules that a single call can check (a window
-needs a key, a join needs two keyed streams of the same pipeline) are checked at that call, so the
-traceback points at the offending line; rules about the whole graph (there is a sink, every path ends
-in one, no topic feeds itself) wait for ``compile()``.
+needs a key, a join needs two keyed streams of the same pipeline, no key_by, window or join follows a
+join, no Avro sink takes window results) are checked at that call, so the traceback points at the
+offending line; rules about the whole graph (there is a sink, every path ends in one, no topic feeds
+itself) wait for ``compile()``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from cadenza.pipelines.graph import (
     SparkStageFunctions,
     SparkStageSpec,
     TopicFormat,
+    unsupported_by_worker,
 )
 from cadenza.pipelines.stream import Stream
 
@@ -470,8 +472,15 @@ class Pipeline:
         ports: int = 1,
         repartition: bool = False,
     ) -> str:
-        """Append a step and return its id, ``<position>-<label>`` (``2-filter``), unique in the pipeline."""
+        """Append a step and return its id, ``<position>-<label>`` (``2-filter``), unique in the pipeline.
+
+        Refuses, naming the new step, a step no worker could run where it is (a key_by after a join...,
+        see :func:`~cadenza.pipelines.graph.unsupported_by_worker`).
+        """
         node_id = f"{len(self._nodes) + 1}-{label}"
+        problem = self._unsupported(kind, parameters, [upstream for upstream, _ in inputs])
+        if problem is not None:
+            raise self._error(problem, node_id)
         self._nodes[node_id] = _Node(
             id=node_id,
             kind=kind,
@@ -484,6 +493,17 @@ class Pipeline:
             repartition=repartition,
         )
         return node_id
+
+    def _unsupported(self, kind: NodeKind, parameters: dict[str, JsonValue], inputs: list[str]) -> str | None:
+        """Why no worker could run a ``kind`` step fed by the steps ``inputs``, or ``None``."""
+        nodes = self._nodes
+        return unsupported_by_worker(
+            kind,
+            parameters,
+            inputs,
+            lambda i: nodes[i].kind,
+            lambda i: [upstream for upstream, _ in nodes[i].inputs],
+        )
 
     def _node(self, node_id: str) -> _Node:
         return self._nodes[node_id]

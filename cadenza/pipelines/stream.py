@@ -140,6 +140,10 @@ class Stream(Generic[T]):
                 "before window(...)",
                 self._step,
             )
+        # Checked here too, not only at the aggregation, so a refused window is not left open.
+        problem = self._pipeline._unsupported("window_aggregate", {}, [self._step])
+        if problem is not None:
+            raise self._pipeline._error(problem, self._step)
         lateness = self._pipeline._duration(allowed_lateness, "allowed_lateness", self._step)
         opened = self._pipeline._open_window(self._step, spec.describe())
         return WindowedStream(self, spec, lateness, opened)

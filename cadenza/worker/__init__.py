@@ -8,7 +8,7 @@ commit stage; ``restoring`` brings window state back on assignment; ``runtime`` 
 
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.runtime import Worker
-from cadenza.worker.topology import SubTopology, UnsupportedStepError, check_supported, split
+from cadenza.worker.topology import SubTopology, UnsupportedStepError, split
 from cadenza.worker.unit import Unit
 
 __all__ = [
@@ -17,6 +17,5 @@ __all__ = [
     "UnsupportedStepError",
     "Worker",
     "WorkerCounters",
-    "check_supported",
     "split",
 ]

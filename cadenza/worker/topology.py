@@ -22,7 +22,6 @@ __all__ = [
     "SubTopology",
     "UnsupportedStepError",
     "check_copartitioned",
-    "check_supported",
     "split",
     "upstream_source",
 ]
@@ -61,36 +60,6 @@ class SubTopology:
         return f"{self.pipeline}[{self.input_topic}]"
 
 
-def check_supported(graph: PipelineGraph) -> None:
-    """Raise :class:`UnsupportedStepError` naming the pipeline and step if the worker cannot run it.
-
-    A join's output runs in both of its inputs' sub-topologies (records arrive from two topics), so
-    what follows a join up to its sinks must not depend on which input partition and offset a record
-    came from: a window, another join or a key_by there would mix the two inputs' offsets in one
-    position (windows, joins) or one origin (key_by). Those are refused until they carry the input.
-    """
-    kinds = {node.id: node.kind for node in graph.nodes}
-    for node in graph.nodes:
-        if node.kind != "join":
-            continue
-        stack = list(graph.downstream(node.id))
-        seen: set[str] = set()
-        while stack:
-            current = stack.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            kind = kinds[current]
-            if kind in ("window_aggregate", "join", "key_by"):
-                raise UnsupportedStepError(
-                    f"pipeline {graph.name!r}, step {current!r}: a {kind} after the join {node.id!r} is "
-                    "not supported by the worker yet; put a sink after the join and read that topic "
-                    "in another pipeline"
-                )
-            if kind != "sink":
-                stack.extend(graph.downstream(current))
-
-
 def check_copartitioned(
     graph: PipelineGraph, subtopologies: list[SubTopology], partitions: Mapping[str, int]
 ) -> None:
@@ -114,8 +83,12 @@ def check_copartitioned(
 
 
 def split(graph: PipelineGraph) -> list[SubTopology]:
-    """The sub-topologies of ``graph``: one per source, one per key_by, in topological order."""
-    check_supported(graph)
+    """The sub-topologies of ``graph``: one per source, one per key_by, in topological order.
+
+    What a worker cannot run (a key_by, window or join after a join...) never reaches here: the
+    graph refuses it when it is declared or validated (see
+    :func:`cadenza.pipelines.graph.unsupported_by_worker`).
+    """
     order = {node_id: index for index, node_id in enumerate(graph.topological_order())}
     kinds = {node.id: node.kind for node in graph.nodes}
     entries: list[tuple[str, InputKind, str]] = []

@@ -5,13 +5,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from typer.testing import CliRunner
 
+from cadenza.cli.app import app
 from cadenza.errors import CadenzaError
-from cadenza.pipelines import Pipeline, PipelineDefinitionError, Session, Tumbling
+from cadenza.pipelines import Pipeline, PipelineDefinitionError, PipelineGraph, Session, Tumbling
 
 PARSE_HINT = "write a number and a unit, e.g. '250ms', '1.5s', '2m' (units: us, ms, s, m, min, h)"
 
@@ -355,3 +358,123 @@ def test_step_arguments(call: Callable[[Any], Any], message: str) -> None:
     stream = pipeline.source("in", key=str)
     raises(lambda: call(stream), f"pipeline 'p', step '1-source': {message}")
     assert pipeline.steps == ["1-source"]  # a refused step leaves nothing behind
+
+
+# --- what a worker cannot run: refused where it is declared, and in graphs read back ---------
+
+AFTER_JOIN_HINT = (
+    "is not supported by the worker yet; put a sink after the join and read that topic in another pipeline"
+)
+AVRO_AFTER_WINDOW = (
+    "an Avro sink after the window aggregate '3-count' is not supported yet (window results are written "
+    "as JSON with their window bounds); use format='json'"
+)
+
+
+def joined(name: str = "joins") -> tuple[Pipeline, Any, Any, Any]:
+    pipeline = make(name)
+    left = pipeline.source("left", value=Click).key_by(lambda c: c.user)
+    right = pipeline.source("right", value=Click).key_by(lambda c: c.user)
+    return pipeline, left, right, left.join(right, within="1s")
+
+
+@pytest.mark.parametrize(
+    ("call", "step", "message"),
+    [
+        (lambda pairs, right: pairs.key_by(str), "6-key_by", "a key_by after the join '5-join'"),
+        # window() is refused where it is called, naming the step it windows, like a window without a key
+        (lambda pairs, right: pairs.window(Tumbling("1s")), "5-join", "a window after the join '5-join'"),
+        (
+            lambda pairs, right: pairs.map(str).filter(bool).window(Tumbling("1s")),
+            "7-filter",
+            "a window after the join '5-join'",
+        ),
+        (lambda pairs, right: pairs.join(right, within="1s"), "6-join", "a join after the join '5-join'"),
+        (  # the join on the right-hand side counts as much
+            lambda pairs, right: right.join(pairs.flat_map(lambda p: [p]), within="1s"),
+            "7-join",
+            "a join after the join '5-join'",
+        ),
+    ],
+)
+def test_key_by_window_or_join_after_a_join_is_refused_where_it_is_declared(
+    call: Callable[[Any, Any], Any], step: str, message: str
+) -> None:
+    pipeline, _, right, pairs = joined()
+    error = raises(
+        lambda: call(pairs, right), f"pipeline 'joins', step '{step}': {message} {AFTER_JOIN_HINT}"
+    )
+    assert (error.pipeline, error.step) == ("joins", step)
+    kinds = [n.kind for n in pipeline._nodes.values()]
+    assert kinds.count("join") == 1 and kinds.count("key_by") == 2  # the refused step is not added
+    with pytest.raises(PipelineDefinitionError) as compiled:  # the join's output is never sunk...
+        pipeline.compile()
+    assert "never aggregated" not in str(compiled.value)  # ...but a refused window() is not left open
+
+
+def test_after_a_join_a_sink_read_by_another_pipeline_is_the_way() -> None:
+    pipeline, _, _, pairs = joined()
+    pairs.map(lambda pair: pair[0].user).filter(bool).sink("pairs")
+    assert [n.kind for n in pipeline.compile().nodes][-3:] == ["map", "filter", "sink"]
+    downstream = make("downstream")
+    downstream.source("pairs", key=str).window(Tumbling("1s")).count().sink("pair-counts")
+    downstream.compile()
+
+
+def windowed(name: str = "w") -> tuple[Pipeline, Any]:
+    pipeline = make(name)
+    keyed = pipeline.source("in", value=Click).key_by(lambda c: c.user)
+    return pipeline, keyed.window(Tumbling("1s")).count()
+
+
+def test_an_avro_sink_of_window_results_is_refused_where_it_is_declared() -> None:
+    pipeline, counts = windowed()
+    raises(lambda: counts.sink("out", format="avro"), f"pipeline 'w', step '4-sink': {AVRO_AFTER_WINDOW}")
+    # The window rides along through value steps and branches, up to the sink.
+    low, _high = counts.map(lambda n: n * 2).flat_map(lambda n: [n]).branch(lambda n: n < 5, bool)
+    raises(lambda: low.sink("low", format="avro"), f"pipeline 'w', step '7-sink': {AVRO_AFTER_WINDOW}")
+    assert pipeline.steps == ["1-source", "2-key_by", "3-count", "4-map", "5-flat_map", "6-branch"]
+
+
+def test_an_avro_sink_is_fine_once_a_key_by_or_a_join_dropped_the_window() -> None:
+    pipeline, counts = windowed()
+    counts.sink("counts")  # JSON: the window result envelope
+    counts.key_by(str).sink("rekeyed", format="avro")
+    other = pipeline.source("other", key=str)
+    counts.join(other, within="1s").sink("joined", format="avro")
+    graph = pipeline.compile()
+    assert [n.parameters.get("format") for n in graph.nodes if n.kind == "sink"] == ["json", "avro", "avro"]
+
+
+def test_graphs_read_back_or_built_by_hand_are_held_to_the_same_rules() -> None:
+    pipeline, _, _, pairs = joined()
+    pairs.map(str).sink("pairs")
+    data = pipeline.compile().model_dump(mode="json")
+    data["nodes"][5]["kind"] = "key_by"  # 6-map, right after the join
+    raises(
+        lambda: PipelineGraph.model_validate(data),
+        f"pipeline 'joins', step '6-map': a key_by after the join '5-join' {AFTER_JOIN_HINT}",
+    )
+    pipeline, counts = windowed()
+    counts.map(str).sink("out")
+    data = pipeline.compile().model_dump(mode="json")
+    data["nodes"][4]["parameters"]["format"] = "avro"
+    raises(
+        lambda: PipelineGraph.model_validate(data),
+        f"pipeline 'w', step '5-sink': {AVRO_AFTER_WINDOW}",
+    )
+
+
+def test_describe_refuses_such_a_module_naming_the_pipeline_and_step(tmp_path: Path) -> None:
+    module = tmp_path / "join_then_key_by.py"
+    module.write_text(
+        "from cadenza.pipelines import Pipeline\n"
+        "p = Pipeline('joins', 't', '1s')\n"
+        "left, right = p.source('left', key=str), p.source('right', key=str)\n"
+        "left.join(right, within='1s').key_by(str).sink('out')\n"
+    )
+    result = CliRunner().invoke(app, ["describe", str(module)])
+    assert result.exit_code != 0
+    assert "pipeline 'joins', step '4-key_by': a key_by after the join '3-join'" in " ".join(
+        result.output.split()
+    )

@@ -117,24 +117,6 @@ def test_a_join_runs_in_the_sub_topologies_of_both_of_its_inputs() -> None:
         check_copartitioned(graph, subs, counts)
 
 
-def test_steps_after_a_join_that_would_mix_its_inputs_are_refused_naming_the_step() -> None:
-    for after in ("key_by", "window"):
-        p = Pipeline(f"joins-{after}", tenant="t", latency_target="1s")
-        left = p.source("left", value=Click).key_by(lambda c: c.user)
-        right = p.source("right", value=Click).key_by(lambda c: c.user)
-        pairs = left.join(right, within="1s")
-        if after == "key_by":
-            pairs.key_by(lambda pair: pair[0].page).sink("pairs")
-        else:
-            pairs.window(Tumbling("1s")).count().sink("pairs")
-        with pytest.raises(
-            UnsupportedStepError, match=rf"pipeline 'joins-{after}', step '6-\w+': a \w+ after"
-        ):
-            split(p.compile())
-        with pytest.raises(UnsupportedStepError, match="after the join '5-join' is not supported"):
-            Worker([p], KafkaSettings())  # refused before any connection
-
-
 def test_topic_plan_sizes_internal_topics_after_their_input() -> None:
     graph = windowed().compile()
     specs = {s.name: s for s in plan_topics([(graph, split(graph))], {"clicks": 3}, default_partitions=4)}
