@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from cadenza.infra.kafka.topics import TopicSpec
 from cadenza.pipelines import PipelineGraph
-from cadenza.worker.topology import SubTopology
+from cadenza.worker.topology import SubTopology, check_no_cycles_across
 
 __all__ = ["plan_topics"]
 
@@ -24,7 +24,12 @@ def plan_topics(
     existing: dict[str, int],
     default_partitions: int,
 ) -> list[TopicSpec]:
-    """Every topic the pipelines need; ``existing`` maps topics that exist to their partition counts."""
+    """Every topic the pipelines need; ``existing`` maps topics that exist to their partition counts.
+
+    Pipelines that would feed each other in a cycle are refused first (see
+    :func:`~cadenza.worker.topology.check_no_cycles_across`), before any topic is created for them.
+    """
+    check_no_cycles_across([graph for graph, _ in graphs])
     counts: dict[str, int] = {}
     configs: dict[str, dict[str, str]] = {}
 

@@ -6,22 +6,26 @@ repartition topic, keyed by the new key, and the steps after it form a new sub-t
 that topic. Within a sub-topology every record stays in the partition it was read from, which is what
 lets keyed state and watermarks live per input partition.
 
+:func:`check_no_cycles_across` looks at all the pipelines of one worker together: records must not
+go round from one pipeline's sink to another's source and back.
+
 Pure logic over :class:`~cadenza.pipelines.PipelineGraph`: no Kafka here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from cadenza.errors import CadenzaError
-from cadenza.pipelines import PipelineGraph
+from cadenza.pipelines import PipelineDefinitionError, PipelineGraph
 
 __all__ = [
     "SubTopology",
     "UnsupportedStepError",
     "check_copartitioned",
+    "check_no_cycles_across",
     "split",
     "upstream_source",
 ]
@@ -156,3 +160,98 @@ def upstream_source(graph: PipelineGraph, node_id: str) -> str:
         if node.kind == "source":
             return current
         current = node.upstream[0]
+
+
+def check_no_cycles_across(graphs: Sequence[PipelineGraph]) -> None:
+    """Raise :class:`~cadenza.pipelines.PipelineDefinitionError` if the pipelines of one worker feed
+    each other in a cycle, naming the pipelines and topics on it.
+
+    ``compile()`` refuses a pipeline whose sink is its own source, but pipeline ``a`` (topic x -> y)
+    and ``b`` (y -> x) are each fine alone and, run together, send every record round forever. Topics
+    are the vertices here: a pipeline links source topic ``s`` to sink topic ``t`` when ``t`` is
+    reachable from ``s`` inside it (so two unrelated flows of one pipeline make no cycle), and a Spark
+    stage links its input topic to its result topic, since ``cadenza spark-stage`` carries records
+    across. Dead-letter and late topics link nothing: only failed or late records take them, and a
+    pipeline that retries a dead-letter topic into a source is a deliberate pattern, not a loop.
+    """
+    # topic -> [(topic it feeds, the pipeline doing it, how the message says so)]
+    links: dict[str, list[tuple[str, str, str]]] = {}
+    for graph in graphs:
+        for node in graph.nodes:
+            if node.kind == "source":
+                source = str(node.parameters["topic"])
+                for sink in _sinks_reached(graph, node.id):
+                    links.setdefault(source, []).append((sink, graph.name, f"pipeline {graph.name!r}"))
+        for stage in graph.spark_stages:
+            links.setdefault(stage.input_topic, []).append(
+                (stage.output_topic, graph.name, f"Spark stage {stage.id!r} of pipeline {graph.name!r}")
+            )
+    cycle = _find_topic_cycle(links)
+    if cycle is None:
+        return
+    names = list(dict.fromkeys(pipeline for _, pipeline, _ in cycle))
+    who = (
+        f"pipeline {names[0]!r} feeds itself"
+        if len(names) == 1
+        else f"pipelines {', '.join(repr(n) for n in names[:-1])} and {names[-1]!r} feed each other"
+    )
+    path = " -> ".join(f"topic {topic!r} -> {through}" for topic, _, through in cycle)
+    raise PipelineDefinitionError(
+        f"{who} in a cycle: {path} -> topic {cycle[0][0]!r}; every record on it would go round "
+        "forever. Write one of these sinks to another topic"
+    )
+
+
+def _sinks_reached(graph: PipelineGraph, start: str) -> list[str]:
+    """The sink topics records entering at step ``start`` can reach, through repartitions and joins."""
+    seen: set[str] = set()
+    stack = [start]
+    topics: list[str] = []
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        node = graph.node(current)
+        if node.kind == "sink":
+            topics.append(str(node.parameters["topic"]))
+        stack.extend(node.downstream)
+    return list(dict.fromkeys(topics))
+
+
+def _find_topic_cycle(links: Mapping[str, list[tuple[str, str, str]]]) -> list[tuple[str, str, str]] | None:
+    """One cycle of ``links`` as (topic, pipeline, label) per topic on it, the label saying what leads
+    from that topic to the next; ``None`` if there is none.
+
+    Depth first from each topic in order; a link back to a topic on the current path closes a cycle.
+    """
+    done: set[str] = set()
+    for root in links:
+        if root in done:
+            continue
+        path: list[str] = [root]
+        via: list[tuple[str, str]] = []  # via[i] leads from path[i] to path[i + 1]
+        on_path = {root: 0}
+        pending = [iter(links.get(root, ()))]
+        while pending:
+            step = next(pending[-1], None)
+            if step is None:
+                pending.pop()
+                finished = path.pop()
+                del on_path[finished]
+                done.add(finished)
+                if via:
+                    via.pop()
+                continue
+            target, pipeline, label = step
+            if target in on_path:
+                start = on_path[target]
+                hops = [*via[start:], (pipeline, label)]
+                return [(topic, *hop) for topic, hop in zip(path[start:], hops, strict=True)]
+            if target in done:
+                continue
+            on_path[target] = len(path)
+            path.append(target)
+            via.append((pipeline, label))
+            pending.append(iter(links.get(target, ())))
+    return None

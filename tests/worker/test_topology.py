@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydantic import BaseModel
 
-from cadenza.pipelines import Hopping, Pipeline, Tumbling
+from cadenza.pipelines import Hopping, Pipeline, PipelineDefinitionError, PipelineGraph, Tumbling
 from cadenza.settings import KafkaSettings
 from cadenza.worker import UnsupportedStepError, Worker, split
 from cadenza.worker.topics import plan_topics
-from cadenza.worker.topology import check_copartitioned, upstream_source
+from cadenza.worker.topology import check_copartitioned, check_no_cycles_across, upstream_source
 
 
 class Click(BaseModel):
@@ -146,3 +148,80 @@ def test_worker_describes_what_it_runs() -> None:
 def test_duplicate_pipeline_names_are_refused() -> None:
     with pytest.raises(Exception, match="more than once"):
         Worker([stateless(), stateless()], KafkaSettings())
+
+
+# --- cycles across the pipelines of one worker ----------------------------------------------
+
+
+def relay(name: str, source: str, sink: str) -> PipelineGraph:
+    p = Pipeline(name, tenant="t", latency_target="1s")
+    p.source(source, value=Click).map(lambda c: c).sink(sink)
+    return p.compile()
+
+
+def test_two_pipelines_feeding_each_other_are_refused_naming_pipelines_and_topics() -> None:
+    graphs = [relay("a", "x", "y"), relay("b", "y", "x")]
+    message = (
+        "pipelines 'a' and 'b' feed each other in a cycle: topic 'x' -> pipeline 'a' -> topic 'y' -> "
+        "pipeline 'b' -> topic 'x'; every record on it would go round forever. Write one of these sinks "
+        "to another topic"
+    )
+    with pytest.raises(PipelineDefinitionError, match=f"^{re.escape(message)}$"):
+        check_no_cycles_across(graphs)
+    # The worker plans its topics with it, so it refuses them before creating any topic.
+    with pytest.raises(PipelineDefinitionError, match=re.escape(message)):
+        plan_topics([(g, split(g)) for g in graphs], {}, default_partitions=1)
+    check_no_cycles_across(graphs[:1])  # each one alone is fine
+    check_no_cycles_across(graphs[1:])
+
+
+def test_a_cycle_through_repartitions_joins_and_three_pipelines_is_found() -> None:
+    counts = Pipeline("counts", tenant="t", latency_target="1s")
+    (
+        counts.source("clicks", value=Click, timestamp="ts")
+        .key_by(lambda c: c.user)
+        .window(Tumbling("1s"))
+        .count()
+        .sink("per-user")
+    )
+    joins = Pipeline("joins", tenant="t", latency_target="1s")
+    left = joins.source("per-user", key=str)
+    right = joins.source("users", key=str)
+    left.join(right, within="1s").map(str).sink("enriched")
+    back = relay("back", "enriched", "clicks")
+    with pytest.raises(
+        PipelineDefinitionError,
+        match=re.escape(
+            "pipelines 'counts', 'joins' and 'back' feed each other in a cycle: topic 'clicks' -> pipeline "
+            "'counts' -> topic 'per-user' -> pipeline 'joins' -> topic 'enriched' -> pipeline 'back' -> "
+            "topic 'clicks';"
+        ),
+    ):
+        check_no_cycles_across([counts.compile(), joins.compile(), back])
+
+
+def test_a_spark_stage_carries_records_across_so_it_can_close_a_cycle() -> None:
+    staged = Pipeline("staged", tenant="t", latency_target="1s")
+    staged.source("x", value=Click).on_spark(lambda df: df, topic="spark-out", value=Click).sink("y")
+    with pytest.raises(
+        PipelineDefinitionError,
+        match=re.escape(
+            "pipelines 'staged' and 'b' feed each other in a cycle: topic 'x' -> pipeline 'staged' -> topic "
+            "'staged.2-spark_stage.spark-in' -> Spark stage '2-spark_stage' of pipeline 'staged' -> topic "
+            "'spark-out' -> pipeline 'staged' -> topic 'y' -> pipeline 'b' -> topic 'x';"
+        ),
+    ):
+        check_no_cycles_across([staged.compile(), relay("b", "y", "x")])
+
+
+def test_topics_that_do_not_feed_back_are_no_cycle() -> None:
+    # A chain; and a pipeline with two unrelated flows (x -> y, z -> w) that another links (y -> z):
+    # records of x never come back to x.
+    two_flows = Pipeline("two-flows", tenant="t", latency_target="1s")
+    two_flows.source("x", value=Click).sink("y")
+    two_flows.source("z", value=Click).sink("w")
+    check_no_cycles_across([relay("a", "x", "y"), relay("b", "y", "z"), relay("c", "x", "z")])
+    check_no_cycles_across([two_flows.compile(), relay("link", "y", "z")])
+    # Retrying dead letters into a source is deliberate: dead-letter and late topics link nothing.
+    check_no_cycles_across([relay("a", "x", "y"), relay("retry", "a.dlq", "x"), relay("late", "a.late", "x")])
+    check_no_cycles_across([])
