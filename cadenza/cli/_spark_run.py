@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from enum import StrEnum
 from types import FrameType
 from typing import TYPE_CHECKING
 
+import typer
 from rich.live import Live
 from rich.table import Table
 
@@ -19,14 +21,107 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 
-def start_spark(app_name: str, master: str) -> SparkSession:
-    """A session (raising SparkUnavailableError with cause and fix: no PySpark, no or old Java, no JVM)."""
+#: Where ``--kafka-format`` is read from when the option is not given.
+KAFKA_FORMAT_ENV = "CADENZA_SPARK_KAFKA_FORMAT"
+#: The Spark conf key ``kafka_format()`` reads (``cadenza.infra.spark.datasource.FORMAT_CONF``; not
+#: imported from there because that module needs PySpark and the CLI must load without it).
+FORMAT_CONF = "spark.cadenza.kafka.format"
+_NATIVE_ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+
+
+class KafkaFormat(StrEnum):
+    """``--kafka-format``: Spark's native Kafka connector, cadenza's data source, or whichever loads."""
+
+    AUTO = "auto"
+    KAFKA = "kafka"
+    CADENZA_KAFKA = "cadenza-kafka"
+
+
+KAFKA_FORMAT_HELP = (
+    "Kafka connector: kafka (Spark's native one; add its jars with --spark-conf "
+    f"spark.jars.packages={_NATIVE_ARTIFACT}:<Spark version>), cadenza-kafka (no jars), "
+    "or auto (kafka if its jars load, else cadenza-kafka)."
+)
+SPARK_CONF_HELP = "Extra Spark configuration (repeatable), e.g. spark.driver.memory=2g."
+
+
+def parse_spark_conf(values: Sequence[str] | None) -> dict[str, str]:
+    """``["KEY=VALUE", ...]`` as a dict; typer.BadParameter (a usage error) names a malformed entry."""
+    config: dict[str, str] = {}
+    for entry in values or ():
+        key, sep, value = entry.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise typer.BadParameter(f"{entry!r} is not KEY=VALUE", param_hint="--spark-conf")
+        if not key.startswith("spark.") or any(c.isspace() for c in key):
+            raise typer.BadParameter(
+                f"{key!r} is not a Spark configuration key (they start with 'spark.' and have no spaces)",
+                param_hint="--spark-conf",
+            )
+        if key == FORMAT_CONF:
+            raise typer.BadParameter(
+                f"set {FORMAT_CONF} with --kafka-format (or {KAFKA_FORMAT_ENV})", param_hint="--spark-conf"
+            )
+        config[key] = value
+    return config
+
+
+def check_spark_conf(values: list[str] | None) -> list[str] | None:
+    """Typer callback: reject a malformed ``--spark-conf`` before anything starts."""
+    parse_spark_conf(values)
+    return values
+
+
+def start_spark(
+    app_name: str,
+    master: str,
+    *,
+    kafka_format: KafkaFormat | str = KafkaFormat.AUTO,
+    spark_conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A session (raising SparkUnavailableError with cause and fix: no PySpark, no or old Java, no JVM).
+
+    ``spark_conf`` is added to the session's configuration (after cadenza's defaults, so it wins);
+    ``kafka_format`` is set as ``spark.cadenza.kafka.format``, which the stats job and the Spark
+    stages read through ``kafka_format(spark)``, and checked at once: "kafka" without the native
+    connector's jars fails here, naming the ``--spark-conf`` that adds them.
+    """
     from cadenza.infra.spark import register, spark_session  # noqa: PLC0415 - PySpark is optional
 
-    session = spark_session(app_name, master=master, config={"spark.sql.session.timeZone": "UTC"})
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    choice = KafkaFormat(kafka_format)
+    config = {"spark.sql.session.timeZone": "UTC", **(spark_conf or {}), FORMAT_CONF: choice.value}
+    session = spark_session(app_name, master=master, config=config)
+    try:
+        session.sparkContext.setLogLevel("ERROR")
+        register(session)
+        use_kafka_format(session, choice)
+    except BaseException:
+        session.stop()
+        raise
     return session
+
+
+def use_kafka_format(session: SparkSession, choice: KafkaFormat | str) -> str:
+    """Make ``choice`` the session's Kafka format and return the format the queries will use.
+
+    Raises SparkUnavailableError naming the fix when "kafka" is asked for and its jars do not load.
+    """
+    from cadenza.infra.spark import SparkUnavailableError, kafka_format  # noqa: PLC0415 - PySpark is optional
+
+    choice = KafkaFormat(choice)
+    session.conf.set(FORMAT_CONF, choice.value)
+    try:
+        return kafka_format(session)
+    except SparkUnavailableError:
+        if choice is not KafkaFormat.KAFKA:
+            raise
+        import pyspark  # noqa: PLC0415 - PySpark is optional
+
+        raise SparkUnavailableError(
+            "--kafka-format kafka: Spark's native Kafka connector is not on this session's classpath; "
+            f"add it with --spark-conf spark.jars.packages={_NATIVE_ARTIFACT}:{pyspark.__version__} "
+            "(downloaded from Maven Central at start), or use --kafka-format cadenza-kafka (no jars)"
+        ) from None
 
 
 def run_until_stopped(

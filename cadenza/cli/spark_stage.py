@@ -9,7 +9,17 @@ from typing import Annotated
 
 import typer
 
-from cadenza.cli._spark_run import progress_line, run_until_stopped, start_spark
+from cadenza.cli._spark_run import (
+    KAFKA_FORMAT_ENV,
+    KAFKA_FORMAT_HELP,
+    SPARK_CONF_HELP,
+    KafkaFormat,
+    check_spark_conf,
+    parse_spark_conf,
+    progress_line,
+    run_until_stopped,
+    start_spark,
+)
 from cadenza.cli.console import command_errors, console
 from cadenza.errors import ConfigError
 from cadenza.pipelines import PipelineGraph, load_pipelines
@@ -53,6 +63,13 @@ def spark_stage_command(
         str, typer.Option(help="Where a new checkpoint starts reading.")
     ] = "earliest",
     master: Annotated[str, typer.Option(help="Spark master.")] = "local[2]",
+    kafka_format: Annotated[
+        KafkaFormat, typer.Option(envvar=KAFKA_FORMAT_ENV, help=KAFKA_FORMAT_HELP)
+    ] = KafkaFormat.AUTO,
+    spark_conf: Annotated[
+        list[str] | None,
+        typer.Option("--spark-conf", metavar="KEY=VALUE", callback=check_spark_conf, help=SPARK_CONF_HELP),
+    ] = None,
 ) -> None:
     """Run the Structured Streaming queries of the pipelines' on_spark stages until Ctrl-C or SIGTERM."""
     from cadenza.infra.spark.stages import start_stage  # noqa: PLC0415 - PySpark is optional
@@ -62,7 +79,9 @@ def spark_stage_command(
     settings = KafkaSettings.load()
     graphs = [pipeline.compile() for module in modules for pipeline in load_pipelines(module)]
     chosen = select_stages(graphs, stage or [])
-    spark = start_spark("cadenza-spark-stage", master)
+    spark = start_spark(
+        "cadenza-spark-stage", master, kafka_format=kafka_format, spark_conf=parse_spark_conf(spark_conf)
+    )
     try:
         jobs = [
             start_stage(

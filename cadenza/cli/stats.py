@@ -7,7 +7,17 @@ from typing import Annotated, Literal
 
 import typer
 
-from cadenza.cli._spark_run import progress_line, run_until_stopped, start_spark
+from cadenza.cli._spark_run import (
+    KAFKA_FORMAT_ENV,
+    KAFKA_FORMAT_HELP,
+    SPARK_CONF_HELP,
+    KafkaFormat,
+    check_spark_conf,
+    parse_spark_conf,
+    progress_line,
+    run_until_stopped,
+    start_spark,
+)
 from cadenza.cli.console import command_errors, console
 from cadenza.infra.metrics.topics import DEFAULT_FEEDBACK_TOPIC, DEFAULT_SPANS_TOPIC
 from cadenza.settings import KafkaSettings
@@ -34,7 +44,18 @@ def stats_command(
         str, typer.Option(help="update: statistics while a window is open; append: once, final.")
     ] = "update",
     starting_offsets: Annotated[str, typer.Option(help="Where a new checkpoint starts reading.")] = "latest",
+    max_records_per_trigger: Annotated[
+        int | None,
+        typer.Option(min=1, help="Most spans one micro-batch reads (default: all available)."),
+    ] = None,
     master: Annotated[str, typer.Option(help="Spark master.")] = "local[2]",
+    kafka_format: Annotated[
+        KafkaFormat, typer.Option(envvar=KAFKA_FORMAT_ENV, help=KAFKA_FORMAT_HELP)
+    ] = KafkaFormat.AUTO,
+    spark_conf: Annotated[
+        list[str] | None,
+        typer.Option("--spark-conf", metavar="KEY=VALUE", callback=check_spark_conf, help=SPARK_CONF_HELP),
+    ] = None,
 ) -> None:
     """Compute per-operator latency statistics over sliding windows; publish them as feedback.
 
@@ -56,9 +77,12 @@ def stats_command(
         trigger=trigger,
         checkpoint=checkpoint,
         starting_offsets=starting_offsets,
+        max_records_per_trigger=max_records_per_trigger,
         output_mode=mode,
     )
-    spark = start_spark("cadenza-stats", master)
+    spark = start_spark(
+        "cadenza-stats", master, kafka_format=kafka_format, spark_conf=parse_spark_conf(spark_conf)
+    )
     try:
         job = start_stats(spark, settings, config)
         console.print(
