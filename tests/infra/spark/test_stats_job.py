@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import time
+import uuid
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 from pyspark.sql import SparkSession
 
 from cadenza.infra.metrics.feedback import FeedbackRecord, decode_feedback
 from cadenza.infra.metrics.feedback_consumer import FeedbackConsumer
 from cadenza.infra.metrics.spans import SPAN_CODEC, encode_span
 from cadenza.infra.spark.stats_job import DEFAULT_ACCURACY, StatsConfig, start_stats
+from cadenza.pipelines import Pipeline
 from cadenza.scheduling.costs import CostModel
 from cadenza.schemas.codecs import SCHEMA_FP_HEADER
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
+from cadenza.worker import Worker
 from tests.infra.spark.kafka_helpers import consume_all
 from tests.infra.spark.span_data import direct_stats, generate_spans, produce_spans, rank_bounds
+from tests.worker.kafka_io import running
 
 pytestmark = pytest.mark.kafka
 
@@ -143,3 +149,55 @@ def test_feedback_from_the_job_changes_a_workers_cost_estimates(
     assert model.estimate("clicks", "2-filter") == pytest.approx(
         1 / newest[("clicks", "2-filter")].true_processing_rate, rel=0.05
     )
+
+
+class Order(BaseModel):
+    id: int
+
+
+def test_feedback_from_the_job_moves_a_running_workers_cost_estimate(
+    spark: SparkSession, kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    """The whole loop through a real Worker: spans named after the worker's pipeline and operator ->
+    the stats job -> the feedback topic -> the worker's feedback consumer -> its policy's cost model,
+    while the worker runs (it processes no record, so only the feedback can move the estimate)."""
+    source, sink = new_topic(partitions=1), new_topic(partitions=1)
+    metrics, feedback = new_topic(partitions=1), new_topic(partitions=1)
+    name = f"orders-{uuid.uuid4().hex[:6]}"
+    pipeline = Pipeline(name, tenant="shop", latency_target="1s")
+    pipeline.source(source, value=Order).map(lambda order: order.id).sink(sink)
+    worker = Worker([pipeline], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}", feedback_topic=feedback)
+    with running(worker):
+        model = worker.cost_model
+        assert model is not None
+        # A worker's spans name the sub-topology it ran (its entry operator) and the sink.
+        (operator,) = model.operators(name)
+        before = model.estimate(name, operator)
+        spans = [
+            span._replace(pipeline_id=name, operator_id=operator if span.operator_id == "2-map" else "3-sink")
+            for span in generate_spans(seed=13, count=400, span_s=15.0)
+            if span.pipeline_id == "orders"
+        ]
+        produce_spans(kafka_settings, metrics, spans, [])
+
+        assert run_stats(spark, kafka_settings, metrics, feedback, tmp_path / "checkpoint") == 0
+        published = time.monotonic()
+
+        records = [r for r in read_feedback(kafka_settings, feedback) if r.operator_id == operator]
+        newest = max(records, key=lambda r: (r.window_end, r.produced_at))
+        target = newest.mean_run_time
+        assert target is not None and newest.count >= 20
+        # Older windows applied first leave at most (1 - alpha) ** count of their difference.
+        deadline = published + 30
+        while model.estimate(name, operator) != pytest.approx(target, rel=1e-2):
+            assert time.monotonic() < deadline, (
+                f"estimate {model.estimate(name, operator)} did not reach {target} within 30 s"
+            )
+            time.sleep(0.02)
+        delay = time.monotonic() - published
+        feedback_consumer = worker.feedback
+        assert feedback_consumer is not None
+    assert before != pytest.approx(target, rel=0.1)
+    assert feedback_consumer.applied >= 1
+    assert feedback_consumer.malformed == feedback_consumer.invalid == 0
+    print(f"feedback visible to the worker {delay:.2f}s after the stats job ended")
