@@ -7,7 +7,16 @@ inspected and replayed) plus headers saying what went wrong and where it came fr
   in :mod:`cadenza.schemas.errors`);
 - ``cadenza-source-topic``, ``cadenza-source-partition``, ``cadenza-source-offset``: the consumed
   record's coordinates (the repartition topic, for steps after a ``key_by``);
-- ``cadenza-operator``: the step that failed (the source step for a value that would not decode).
+- ``cadenza-operator``: the step that failed (the source step for a value that would not decode);
+- ``cadenza-dead-letter-disposition``: ``not-processed`` (the record did not run: replay it once
+  fixed) or ``processed-with-fresh-context`` (a notice, see below: the record ran, do not replay it).
+
+A record whose ``cadenza-ctx`` header is garbled still runs, with a fresh context as if it came from a
+source (the header is scheduling metadata; the value is fine and is never lost), and the garbled
+context counter says so. So that an operator can also find which records (and so which producer)
+carried the garbage, the record is copied to the dead-letter topic too, as a *notice*: error type
+``ContextHeaderError``, the entry step of the sub-topology that read it as the operator, and
+disposition ``processed-with-fresh-context``. A missing header on a repartition topic is only counted.
 
 A consumed record too large for the producer's ``message.max.bytes`` cannot be copied whole: its dead
 letter keeps the headers above and the key, drops the value (and the original headers) and says so in
@@ -35,6 +44,7 @@ from confluent_kafka import Message
 
 from cadenza.errors import CadenzaError
 from cadenza.operators import Late
+from cadenza.scheduling.context import CONTEXT_HEADER
 from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.output import OutHeaders, Output, RecordTooLargeError
@@ -45,8 +55,12 @@ if TYPE_CHECKING:
     from cadenza.infra.metrics.prometheus import OperatorMetrics
 
 __all__ = [
+    "CONTEXT_HEADER_ERROR",
+    "DISPOSITION_HEADER",
     "EVENT_TIME_VALUE_HEADER",
+    "NOT_PROCESSED",
     "OPERATOR_HEADER",
+    "PROCESSED_WITH_FRESH_CONTEXT",
     "SOURCE_OFFSET_HEADER",
     "SOURCE_PARTITION_HEADER",
     "SOURCE_TOPIC_HEADER",
@@ -67,6 +81,14 @@ WINDOW_END_HEADER = "cadenza-window-end"
 EVENT_TIME_VALUE_HEADER = "cadenza-late-event-time"
 WATERMARK_HEADER = "cadenza-watermark"
 VALUE_OMITTED_HEADER = "cadenza-value-omitted"
+DISPOSITION_HEADER = "cadenza-dead-letter-disposition"
+
+#: Disposition of a record that did not run (replay it once the cause is fixed).
+NOT_PROCESSED = b"not-processed"
+#: Disposition of a notice: the record ran, with a fresh context in place of its garbled one.
+PROCESSED_WITH_FRESH_CONTEXT = b"processed-with-fresh-context"
+#: Error type of a notice for a garbled ``cadenza-ctx`` header.
+CONTEXT_HEADER_ERROR = "ContextHeaderError"
 
 _MAX_MESSAGE = 2000
 
@@ -181,6 +203,26 @@ class DeadLetters:
         if self.metrics is not None:
             self.metrics(node_id).dead_letter("function")
 
+    def context_garbled(self, message: Message, unit: Unit, node_id: str, raw: bytes) -> None:
+        """A notice: ``message``'s ``cadenza-ctx`` header (``raw``) did not decode, so the record runs
+        with a fresh context. Sent whatever ``on_error`` says: nothing failed, and the record is not held.
+        """
+        self._send(
+            message,
+            unit.topic,
+            unit.partition,
+            unit.offset,
+            node_id=node_id,
+            error=(
+                f"the {CONTEXT_HEADER} header ({len(raw)} bytes) is garbled: it is not a scheduling "
+                "context this worker can decode; the record was processed with a fresh context"
+            ),
+            error_type=CONTEXT_HEADER_ERROR,
+            disposition=PROCESSED_WITH_FRESH_CONTEXT,
+        )
+        if self.metrics is not None:
+            self.metrics(node_id).dead_letter("context")
+
     def _send(
         self,
         message: Message,
@@ -191,12 +233,14 @@ class DeadLetters:
         node_id: str,
         error: str,
         error_type: str,
+        disposition: bytes = NOT_PROCESSED,
     ) -> None:
         ours: OutHeaders = [
             (ERROR_HEADER, _truncate(error)),
             (ERROR_TYPE_HEADER, error_type.encode("utf-8", "replace")),
             *_coordinates(topic, partition, offset),
             (OPERATOR_HEADER, node_id.encode()),
+            (DISPOSITION_HEADER, disposition),
         ]
         value = message.value()
         try:

@@ -13,7 +13,8 @@ Where contexts come from:
   of the same pipeline (written by a Spark stage of the pipeline, say), which it keeps;
 - a record read from a repartition topic carries the context its ``key_by`` stamped for this
   sub-topology (``policy.build_ctx_at_operator``); a missing or garbled one is counted and replaced
-  by a fresh source context;
+  by a fresh source context, and a garbled one (on any topic) is also copied to the dead-letter
+  topic as a notice (:meth:`~cadenza.worker.dead_letter.DeadLetters.context_garbled`);
 - a sink stamps a context on each result for whoever reads the sink topic next.
 
 For a windowed sub-topology the record's window close is passed to the policy (Cameo uses it as
@@ -208,7 +209,10 @@ class TaskSchedule:
         if raw is not None:
             ctx = decode_context(raw)
             if ctx is None:
+                # Still run the record (its value is fine), with a fresh context; and leave a notice
+                # in the dead-letter topic so whoever wrote the garbage can be found.
                 self.metrics.context_garbled += 1
+                self.task.decoder.dead.context_garbled(message, unit, self.operator_id, raw)
             elif not self.from_source:
                 return ctx  # stamped for this task by the key_by upstream
             elif ctx.pipeline_id == self.pipeline:

@@ -8,8 +8,10 @@ over the producer's size limit (``message.max.bytes``, librdkafka's default 1,00
 worker keeps): one that does not decode, one that decodes but whose repartition record is too large.
 A third record is small but its result is too large for the sink. Poison written straight onto the
 repartition topic (by "another producer"): values cadenza did not write, a pickle, a record without
-its origin header. Finally repartition records with garbled ``cadenza-ctx`` headers: those are *not*
-dead-lettered; they run with a fresh scheduling context and the garbled-context counter goes up.
+its origin header. Finally repartition records with garbled ``cadenza-ctx`` headers: those still run,
+with a fresh scheduling context, the garbled-context counter goes up, and each is also copied to the
+dead-letter topic as a notice (``ContextHeaderError``, disposition ``processed-with-fresh-context``);
+every other dead letter says ``not-processed``.
 
 Size limits, set on purpose: the test's producer and the source topic allow 3 MiB records
 (``message.max.bytes`` and the topic's ``max.message.bytes``), so an oversized value exists on the
@@ -35,7 +37,11 @@ from cadenza.state import encode_key
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
 from cadenza.worker.dead_letter import (
+    CONTEXT_HEADER_ERROR,
+    DISPOSITION_HEADER,
+    NOT_PROCESSED,
     OPERATOR_HEADER,
+    PROCESSED_WITH_FRESH_CONTEXT,
     SOURCE_OFFSET_HEADER,
     SOURCE_PARTITION_HEADER,
     SOURCE_TOPIC_HEADER,
@@ -142,7 +148,7 @@ def test_poison_records_are_dead_lettered_exactly_and_good_records_all_processed
     garbled = [b"", b"\x00", b"definitely not a context", valid_ctx[:-3], valid_ctx + b"\x00"]
     assert all(decode_context(raw) is None for raw in garbled)  # each really is garbled
     origin = pack_origin(0, 10**9, 0, 0.0)
-    foreign: list[tuple[Headed, str | None]] = [  # (record, error type; None: processed)
+    foreign: list[tuple[Headed, str]] = [  # (record, error type of its dead letter)
         ((b"sacct-x", b"definitely not cadenza", 0, [(ORIGIN_HEADER, origin)]), "UnknownFormat"),
         ((b"sacct-x", b"p\x80\x04K\x01.", 1, [(ORIGIN_HEADER, origin)]), "PickleRefused"),
         ((b"sacct-x", repartition_value(7001), 0, []), "NoOrigin"),
@@ -152,22 +158,33 @@ def test_poison_records_are_dead_lettered_exactly_and_good_records_all_processed
             (ORIGIN_HEADER, pack_origin(n % PARTITIONS, 10**9 + n, 0, 0.0)),
             (CONTEXT_HEADER, raw),
         ]
-        foreign.append(((encode_key("acct-x"), repartition_value(8000 + n), n % PARTITIONS, headers), None))
+        foreign.append(
+            (
+                (encode_key("acct-x"), repartition_value(8000 + n), n % PARTITIONS, headers),
+                CONTEXT_HEADER_ERROR,
+            )
+        )
     garbled_ids = {8000 + n for n in range(len(garbled))}
+    notices: dict[tuple[str, int, int], bytes] = {}  # coordinates of a garbled record -> its header
 
     good_ids = {i for i in range(GOOD)}
     dead_letters = graph.dead_letter_topic
     with running(worker, join_timeout=30), reading(settings, [sink, dead_letters]) as reader:
         foreign_offsets = produce_with_headers(settings, repartition, [record for record, _ in foreign])
         for (sent, failure), offset in zip(foreign, foreign_offsets, strict=True):
-            if failure is not None:
-                dead_by_coordinates[(repartition, sent[2], offset)] = (
-                    failure,
-                    key_by.id,
-                    False,
-                    sent[1],
-                    sent[0],
-                )
+            # The repartition topic's reader starts at the key_by step: its operator in dead letters.
+            dead_by_coordinates[(repartition, sent[2], offset)] = (
+                failure,
+                key_by.id,
+                False,
+                sent[1],
+                sent[0],
+            )
+            if failure == CONTEXT_HEADER_ERROR:
+                header = dict(sent[3])[CONTEXT_HEADER]
+                assert isinstance(header, bytes)
+                notices[(repartition, sent[2], offset)] = header
+        assert len(notices) == len(garbled)
         want_sink, want_dead = len(good_ids) + len(garbled_ids), len(dead_by_coordinates) + 1
         reader.wait_for(
             lambda got: len(got[sink]) >= want_sink and len(got[dead_letters]) >= want_dead,
@@ -205,6 +222,7 @@ def test_poison_records_are_dead_lettered_exactly_and_good_records_all_processed
             assert "message.max.bytes" in record.header(ERROR_HEADER)
             assert decode_record_value(record.value or b"")["id"] == 9002  # the consumed record
             assert record.key == encode_key("acct-0")
+            assert record.headers[DISPOSITION_HEADER] == NOT_PROCESSED
             continue
         assert coordinates in dead_by_coordinates, f"unexpected dead letter {coordinates}"
         assert coordinates not in seen, f"dead-lettered twice: {coordinates}"
@@ -214,6 +232,14 @@ def test_poison_records_are_dead_lettered_exactly_and_good_records_all_processed
         assert record.header(OPERATOR_HEADER) == step, coordinates
         assert record.header(ERROR_HEADER), coordinates  # a message saying what went wrong
         assert record.key == key
+        if coordinates in notices:  # processed (the sink has its result), and noticed
+            assert record.headers[DISPOSITION_HEADER] == PROCESSED_WITH_FRESH_CONTEXT, coordinates
+            raw = notices[coordinates]
+            assert f"{CONTEXT_HEADER} header ({len(raw)} bytes) is garbled" in record.header(ERROR_HEADER)
+            assert (record.headers.get(CONTEXT_HEADER) or b"") == raw  # the garbage, for inspection
+            assert decode_record_value(record.value or b"")["id"] in garbled_ids
+        else:
+            assert record.headers[DISPOSITION_HEADER] == NOT_PROCESSED, coordinates
         if omitted:
             assert record.value is None
             assert int(record.header(VALUE_OMITTED_HEADER)) == len(value or b"")
@@ -228,19 +254,21 @@ def test_poison_records_are_dead_lettered_exactly_and_good_records_all_processed
     # Counts, as the worker and Prometheus report them.
     counters = worker.counters
     refusals = 1 + sum(1 for error_type, *_ in dead_by_coordinates.values() if error_type == "RecordTooLarge")
-    assert counters.dead_letter_decode == len(dead_by_coordinates) + 1 - refusals
+    # Notices are not failures: only Prometheus counts them among dead letters (reason "context").
+    assert counters.dead_letter_decode == len(dead_by_coordinates) + 1 - refusals - len(notices)
     assert counters.dead_letter_function == refusals == 2
     # Source records, foreign repartition records, and what key_by wrote (the good ones and 9002).
     assert counters.consumed == len(outgoing) + len(foreign) + len(good_ids) + 1
     by_step: dict[tuple[str, str], int] = {}
     for error_type, step, *_ in dead_by_coordinates.values():
-        reason = "function" if error_type == "RecordTooLarge" else "decode"
+        reason = {"RecordTooLarge": "function", CONTEXT_HEADER_ERROR: "context"}.get(error_type, "decode")
         by_step[(step, reason)] = by_step.get((step, reason), 0) + 1
     by_step[(sink_step, "function")] = 1
     exported = {
         (m.labels[2], reason): n for m in worker.exporter.operators() for reason, n in m.dead_lettered.items()
     }
     assert exported == by_step
+    assert by_step[(key_by.id, "context")] == len(garbled)
     dead_lines = [
         line for line in scraped.splitlines() if line.startswith("cadenza_records_dead_lettered_total{")
     ]

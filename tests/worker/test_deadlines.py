@@ -75,11 +75,22 @@ def test_under_cameo_a_releasing_record_is_as_urgent_as_its_arrival_and_the_othe
     assert deadline(1.5, 1.5) == 2.05 + 0.3
 
 
+class _Notices:
+    """Stands in for the task's :class:`~cadenza.worker.dead_letter.DeadLetters`: records its notices."""
+
+    def __init__(self) -> None:
+        self.garbled: list[tuple[Message, Unit, str, bytes]] = []
+
+    def context_garbled(self, message: Message, unit: Unit, node_id: str, raw: bytes) -> None:
+        self.garbled.append((message, unit, node_id, raw))
+
+
 def _schedule(policy: CameoPolicy, *, from_source: bool) -> TaskSchedule:
-    """A schedule for a stateless task (the schedule reads only its entry, input kind and operators)."""
+    """A schedule for a stateless task (the schedule reads its entry, input kind, operators and, for a
+    garbled context, its decoder's dead letters)."""
     root = SimpleNamespace(process=lambda *args: None)
     subtopology = SimpleNamespace(entry="enrich", input_kind="source" if from_source else "repartition")
-    task = SimpleNamespace(root=root, subtopology=subtopology)
+    task = SimpleNamespace(root=root, subtopology=subtopology, decoder=SimpleNamespace(dead=_Notices()))
     graph = SimpleNamespace(name="p", tenant="t", latency_target_s=2.0)
     metrics = PrometheusExporter().operator("t", "p", "enrich")
     return TaskSchedule(0, cast(Any, task), cast(Any, graph), policy, metrics)
@@ -120,10 +131,26 @@ def test_another_pipelines_context_starts_a_new_deadline_with_the_same_trace() -
     assert (ctx.pipeline_id, ctx.frontier_time, ctx.latency_target, ctx.trace_id) == ("p", 1_000.0, 2.0, 99)
 
 
-def test_a_garbled_context_is_counted_and_replaced_by_a_source_context() -> None:
+def test_a_garbled_context_is_counted_noticed_and_replaced_by_a_source_context() -> None:
     policy = CameoPolicy(CostModel(default_cost=0.0))
     schedule = _schedule(policy, from_source=False)
+    notices = cast(_Notices, schedule.task.decoder.dead)
     message = _message(None, raw=b"\x01garbage")
-    ctx = schedule.context(_unit(message), message, now=2_000.0)
+    unit = _unit(message)
+    ctx = schedule.context(unit, message, now=2_000.0)
     assert schedule.metrics.context_garbled == 1
     assert (ctx.pipeline_id, ctx.frontier_time, ctx.hops) == ("p", 1_000.0, 0)
+    # The record still runs (it gets a context), and the dead-letter topic gets a notice naming it.
+    assert notices.garbled == [(message, unit, "enrich", b"\x01garbage")]
+
+
+def test_a_valid_or_missing_context_leaves_no_notice() -> None:
+    policy = CameoPolicy(CostModel(default_cost=0.0))
+    stamped = SchedulingContext("p", "t", 500.0, 2.0, 0.0, 0.0, 1, 7)
+    for from_source, ctx in ((False, stamped), (False, None), (True, stamped), (True, None)):
+        schedule = _schedule(policy, from_source=from_source)
+        message = _message(ctx)
+        schedule.context(_unit(message), message, now=2_000.0)
+        assert cast(_Notices, schedule.task.decoder.dead).garbled == []
+        assert schedule.metrics.context_garbled == 0
+        assert schedule.metrics.context_missing == (1 if ctx is None and not from_source else 0)

@@ -130,8 +130,10 @@ RECORDS_DEAD_LETTERED = MetricDef(
     "Records sent to a dead-letter topic instead of being processed.",
     (*_TPO, "reason"),
 )
-"""``reason``: ``decode`` (the value did not decode or validate) or ``function`` (a user function
-raised). Dead letters are committed like any record, so only this counter says they happened."""
+"""``reason``: ``decode`` (the value did not decode or validate), ``function`` (a user function
+raised) or ``context`` (a notice: the ``cadenza-ctx`` header was garbled, so the record ran with a fresh
+context and was also copied to the dead-letter topic; ``cadenza_context_headers_garbled`` counts it
+too). Dead letters are committed like any record, so only this counter says they happened."""
 
 RECORDS_LATE = MetricDef(
     "cadenza_records_late",
@@ -158,7 +160,8 @@ CONTEXT_HEADERS_GARBLED = MetricDef(
     _TPO,
 )
 """Never normal: some producer writes bad headers (or a newer layout version this worker cannot
-read). The record still runs, with a deadline counted from now."""
+read). The record still runs, with a deadline counted from now, and a copy of it goes to the
+pipeline's dead-letter topic as a notice (``ContextHeaderError``) naming where it was read."""
 
 # -- deadlines and latency -------------------------------------------------------------------------
 

@@ -154,7 +154,7 @@ class OperatorMetrics:
             self.deadlines_missed += 1
 
     def dead_letter(self, reason: str) -> None:
-        """One record sent to a dead-letter topic; ``reason`` is ``decode`` or ``function``."""
+        """One record sent to a dead-letter topic; ``reason`` is ``decode``, ``function`` or ``context``."""
         self.dead_lettered[reason] = self.dead_lettered.get(reason, 0) + 1
 
 
