@@ -201,6 +201,9 @@ class Worker:
         self.topics: list[TopicSpec] = []
         self._stop = threading.Event()
         self._assigned_event = threading.Event()
+        #: Set by the first assignment callback (even an empty one), after its state is restored:
+        #: the worker has joined its group. Until then /readyz says not ready.
+        self._joined = False
         self._assignment: set[tuple[str, int]] = set()
         self._lock = threading.Lock()  # guards _assignment, read by other threads
         self._started = False
@@ -404,8 +407,7 @@ class Worker:
         them). Exceptions propagate, uncommitted.
         """
         try:
-            self.start()
-            self.exporter.health.ready = True
+            self.start()  # subscribes; ready only once the group join and restore are done (step)
             while not self._stop.is_set():
                 self.step()
         except BaseException:
@@ -447,9 +449,6 @@ class Worker:
         if consumer is None or errors is None:
             raise CadenzaError("the worker is not started")
         errors.raise_fatal()
-        # Not ready while no broker is reachable: the worker waits it out (the clients reconnect by
-        # themselves), so liveness stays up, but nothing it does lands until then.
-        self.exporter.health.ready = errors.brokers_up
         scheduler = self.scheduler
         buffered = len(scheduler)
         # At most one partition's share per poll: a poll takes records in librdkafka's fetch order, so
@@ -460,6 +459,10 @@ class Worker:
         )
         if self._failure is not None:
             raise self._failure
+        # Ready once the group is joined and the assigned state restored (the assignment callback runs
+        # inside consume), and not while no broker is reachable: the worker waits that out (the clients
+        # reconnect by themselves), so liveness stays up, but nothing it does lands until then.
+        self.exporter.health.ready = self._joined and errors.brokers_up and not self._stop.is_set()
         if messages:
             self.admit(messages)
         self._flow_control()
@@ -736,6 +739,7 @@ class Worker:
             raise
         with self._lock:
             self._assignment.update((tp.topic, tp.partition) for tp in partitions)
+        self._joined = True  # the group is joined (even with nothing assigned) and the state restored
         _log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing")
         if partitions:
             self._assigned_event.set()

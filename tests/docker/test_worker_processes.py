@@ -3,7 +3,16 @@
 Both workers run ``examples/clicks_per_user.py`` unchanged as subprocesses against the test broker;
 load comes from :mod:`cadenza.loadgen`. Checked: both workers get partitions; every window count
 equals an independent count of the generated clicks; SIGTERM makes a worker exit 0 within a bound
-(measured); the other takes its partitions over and the results stay complete.
+(measured); the other takes its partitions over and the results stay complete. The session timeout
+is 30 s and the takeover must come within 25 s of the SIGTERM: the stopped worker's last heartbeat
+was at most one heartbeat interval (5 s) before it, so no broker can have expired its session by
+then, and the takeover shows the worker *left* the group. (The embedded broker makes every group join
+take about half the session timeout, so a leave is taken over in 15 to 20 s here, an expiry in
+about 45 s.)
+
+Readiness, over HTTP against a running worker: ``/readyz`` answers 503 until the worker has joined
+its group (the embedded broker takes about half the session timeout for that) and 200 from then on;
+``/healthz`` answers 200 throughout.
 
 The example's topics have fixed names, so this run's clicks use their own user prefix and only
 those keys are compared. Before the load, every source partition gets a few records for many keys,
@@ -23,6 +32,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -43,25 +54,40 @@ PARTITIONS = 4
 RATE = 250.0
 SPREAD_KEYS = 48  # keys per source partition for the warm-up and the final flush
 SIGTERM_BOUND = 15.0
+SESSION_TIMEOUT_MS = 30_000
+HEARTBEAT_INTERVAL_MS = SESSION_TIMEOUT_MS // 6  # what cadenza's consumer factory derives from it
+TAKEOVER_BOUND = (SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS) / 1000  # before any session can expire
 _TOPIC_PARTITION = re.compile(r"([A-Za-z0-9._-]+)\[(\d+)\]")
 
 
 class WorkerProcess:
     """A ``cadenza worker`` subprocess whose assignment is followed through its JSON log lines."""
 
-    def __init__(self, name: str, settings: KafkaSettings, group: str) -> None:
+    def __init__(
+        self, name: str, settings: KafkaSettings, group: str, session_timeout_ms: int = SESSION_TIMEOUT_MS
+    ) -> None:
         self.name = name
+        self.metrics_port = free_port()
         env = {
             **os.environ,
             "CADENZA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-            "CADENZA_SESSION_TIMEOUT_MS": "3000",
+            "CADENZA_SESSION_TIMEOUT_MS": str(session_timeout_ms),
             "CADENZA_LOG_LEVEL": "INFO",
             "CADENZA_LOG_FORMAT": "json",
             "CADENZA_GROUP": group,
-            "CADENZA_METRICS_PORT": str(free_port()),
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cadenza", "worker", str(EXAMPLE), "--group", group],
+            [
+                sys.executable,
+                "-m",
+                "cadenza",
+                "worker",
+                str(EXAMPLE),
+                "--group",
+                group,
+                "--metrics-port",
+                str(self.metrics_port),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -69,6 +95,8 @@ class WorkerProcess:
             cwd=ROOT,
         )
         self.lines: list[str] = []
+        #: Whether an assignment callback ran (``assigned ...``, even ``assigned nothing``).
+        self.joined = False
         self._assignment: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
         assert self.process.stdout is not None and self.process.stderr is not None
@@ -87,6 +115,7 @@ class WorkerProcess:
                 verb, _, rest = message.partition(" ")
                 partitions = {(t, int(p)) for t, p in _TOPIC_PARTITION.findall(rest)}
                 if verb == "assigned":
+                    self.joined = True
                     self._assignment |= partitions
                 elif verb in ("revoked", "lost"):
                     self._assignment -= partitions
@@ -107,6 +136,16 @@ class WorkerProcess:
     def log(self) -> str:
         with self._lock:
             return "\n".join(self.lines[-40:])
+
+    def probe(self, path: str) -> int:
+        """The HTTP status of ``path`` on the worker's metrics port (0: nothing answers yet)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}{path}", timeout=2) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as error:
+            return error.code
+        except OSError:
+            return 0
 
     def terminate(self) -> tuple[int, float]:
         """SIGTERM; (exit code, seconds to exit)."""
@@ -149,16 +188,17 @@ def test_two_worker_processes_share_the_example_and_survive_a_sigterm(kafka_sett
     prefix, group = f"u{run}-", f"cadenza-procs-{run}"
     stream = Stream("clicks", RATE, SOURCE, keys=16, key_prefix=prefix, health_share=0.1)
     sent: list[Planned] = []
+    # Started together, so they form the group in one join round (each round takes the embedded
+    # broker about half the 30 s session timeout).
     first = WorkerProcess("first", kafka_settings, group)
     second: WorkerProcess | None = None
     try:
-        first.wait_for("its first partitions", lambda: first.assignment, timeout=30)
         second = WorkerProcess("second", kafka_settings, group)
         both = second
         both.wait_for(
             "the group to share the partitions",
             lambda: first.assignment and both.assignment and not first.assignment & both.assignment,
-            timeout=30,
+            timeout=60,
         )
         owned = first.assignment | second.assignment
         inputs = {topic for topic, _ in owned}
@@ -166,11 +206,21 @@ def test_two_worker_processes_share_the_example_and_survive_a_sigterm(kafka_sett
         spread(kafka_settings, f"warm{run}-", time.time() - 5)
         collect(LoadPlan((stream,), seed=1, duration=3.0), kafka_settings, sent)
 
+        sigterm = time.monotonic()
         code, took = second.terminate()
         assert code == 0, f"SIGTERM exit code {code}; log:\n{second.log()}"
         assert took < SIGTERM_BOUND, f"took {took:.1f}s to stop after SIGTERM"
-        print(f"\nworker stopped {took:.2f}s after SIGTERM")  # the measurement, shown with -s
-        first.wait_for("the partitions of the stopped worker", lambda: first.assignment >= owned, timeout=30)
+        # Only the worker's LeaveGroup lets the group rebalance this soon: its session cannot expire
+        # before TAKEOVER_BOUND (its last heartbeat was at most one interval before the SIGTERM).
+        first.wait_for(
+            "the partitions of the stopped worker",
+            lambda: first.assignment >= owned,
+            timeout=max(0.0, sigterm + TAKEOVER_BOUND - time.monotonic()),
+        )
+        takeover = time.monotonic() - sigterm
+        assert takeover < TAKEOVER_BOUND, f"partitions taken over {takeover:.1f}s after the SIGTERM"
+        # The measurements, shown with -s.
+        print(f"\nworker stopped {took:.2f}s after SIGTERM; partitions taken over after {takeover:.2f}s")
 
         collect(LoadPlan((stream,), seed=2, duration=2.0), kafka_settings, sent)
         spread(kafka_settings, f"flush{run}-", max(p.record.value["ts"] for p in sent) + 1000)
@@ -206,3 +256,33 @@ def test_two_worker_processes_share_the_example_and_survive_a_sigterm(kafka_sett
         for worker in (first, second):
             if worker is not None:
                 worker.kill()
+
+
+def test_readyz_answers_503_until_the_worker_joined_its_group(kafka_settings: KafkaSettings) -> None:
+    """Probed from the moment the endpoint answers: 503 up to the group join, then 200."""
+    worker = WorkerProcess("worker", kafka_settings, f"cadenza-ready-{uuid.uuid4().hex[:8]}", 12_000)
+    try:
+        worker.wait_for("its HTTP endpoint", lambda: worker.probe("/healthz") == 200, timeout=30)
+        before: list[int] = []
+        deadline = time.monotonic() + 30
+        while True:
+            joined = worker.joined  # read before the probe: a 200 then must not precede the join
+            ready, live = worker.probe("/readyz"), worker.probe("/healthz")
+            assert live == 200, f"/healthz answered {live}; log:\n{worker.log()}"
+            if ready == 200 and not joined:
+                # The join may have happened between the two reads; its log line is a moment away.
+                worker.wait_for("the join that made it ready", lambda: worker.joined, timeout=2)
+                joined = True
+            if joined:
+                break
+            before.append(ready)
+            assert time.monotonic() < deadline, f"no group join in 30 s; log:\n{worker.log()}"
+            time.sleep(0.1)
+        assert before and set(before) == {503}, f"/readyz before the group join: {before}"
+        worker.wait_for("/readyz 200 after the join", lambda: worker.probe("/readyz") == 200, timeout=10)
+        assert worker.probe("/healthz") == 200
+        print(f"\n/readyz answered 503 to {len(before)} probes before the group join, then 200")
+        code, _ = worker.terminate()
+        assert code == 0, worker.log()
+    finally:
+        worker.kill()

@@ -7,8 +7,9 @@ the wrapper only adds the two probes:
 
 - ``/healthz`` (liveness): 200 while the process should keep running, 503 once the worker declares
   itself broken, so an orchestrator restarts it;
-- ``/readyz`` (readiness): 503 until the worker says it is ready (joined its group, restored state),
-  and again while it shuts down or rebalances, so traffic and rollouts wait for it.
+- ``/readyz`` (readiness): 503 until the worker says it is ready (its first assignment callback ran,
+  even with nothing assigned, and restored that state), while no broker is reachable, and once it
+  shuts down, so rollouts wait for it.
 
 The server binds 127.0.0.1 unless told otherwise: metrics name tenants and pipelines, which is not for
 every network the host is on. Requests are served on threads of their own; nothing here runs on the
