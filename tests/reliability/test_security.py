@@ -8,9 +8,12 @@ source and sink) is given the full SASL/SSL configuration: the configs are recor
 confluent-kafka clients are constructed.
 
 Leaking is checked where a secret could surface: reprs, validation errors, the Spark connection
-description, and, against the real broker, a running worker's log lines (DEBUG, librdkafka included),
-its Prometheus exposition and its dead letters, and a ``cadenza worker`` process whose SASL
-connection fails (its stderr and exit message).
+description, the Spark source and sink failing to reach a broker (their logs, librdkafka's debug
+lines included, and their errors), and, against the real broker, a running worker's log lines
+(DEBUG, librdkafka included), its Prometheus exposition and its dead letters, and a ``cadenza
+worker`` process whose SASL connection fails (its stderr and exit message). A running worker's
+planted secret is the Schema Registry password: the test broker speaks PLAINTEXT only, so a worker
+given a SASL password cannot run against it.
 """
 
 from __future__ import annotations
@@ -198,6 +201,69 @@ def test_secrets_stay_out_of_reprs_errors_and_descriptions() -> None:
     for text in texts:
         assert SECRET not in text and KEY_SECRET not in text, text
     assert "sasl.password=**********" in describe_connection(spark.settings)
+
+
+@pytest.mark.timeout(60)
+def test_the_spark_source_and_sink_failing_to_connect_never_show_the_password(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The Spark data source's Python classes, called directly (no JVM), against a broker that does
+    not resolve: the reader's initialOffset()/latestOffset() and the sink's producer creation and
+    write fail, and neither their logs (cadenza's and librdkafka's, at DEBUG, with librdkafka's
+    ``conf``/``security`` debug contexts on), their errors nor the reprs hold a planted secret."""
+    from pyspark.sql import Row  # noqa: PLC0415 - imports pyspark
+    from pyspark.sql.streaming.datasource import ReadAllAvailable  # noqa: PLC0415
+    from pyspark.sql.types import BinaryType, StructField, StructType  # noqa: PLC0415
+
+    from cadenza.infra.kafka.errors import DeliveryError, KafkaClientError  # noqa: PLC0415
+    from cadenza.infra.spark.datasource import kafka_options  # noqa: PLC0415
+    from cadenza.infra.spark.kafka_sink import KafkaStreamWriter, sink_columns  # noqa: PLC0415
+    from cadenza.infra.spark.kafka_source import KafkaStreamReader  # noqa: PLC0415
+    from cadenza.infra.spark.options import parse_sink_options, parse_source_options  # noqa: PLC0415
+
+    settings = KafkaSettings.load(
+        bootstrap_servers="broker-a.invalid:9092",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="svc-cadenza",
+        sasl_password=SECRET,
+        ssl_key_password=KEY_SECRET,
+    )
+    options = {
+        **kafka_options(settings),
+        "kafka.request.timeout.ms": "2000",  # bounds each metadata request of the source
+        "kafka.delivery.timeout.ms": "2000",  # bounds the sink's delivery (its flush waits 5 s more)
+        "kafka.debug": "conf,security,broker",  # librdkafka's own debug lines, to Python logging
+    }
+    assert options["kafka.sasl.password"] == SECRET  # planted, in clear text, as Spark passes it
+    caplog.set_level(logging.DEBUG)
+    texts: dict[str, str] = {}
+
+    source = parse_source_options({**options, "subscribe": "in"})
+    reader = KafkaStreamReader(source)
+    try:
+        with pytest.raises(KafkaClientError) as initial:
+            reader.initialOffset()
+        with pytest.raises(KafkaClientError) as latest:
+            reader.latestOffset({"in": {"0": 0}}, ReadAllAvailable())
+    finally:
+        reader.stop()
+    sink = parse_sink_options({**options, "topic": "out"})
+    writer = KafkaStreamWriter(sink, sink_columns(StructType([StructField("value", BinaryType())]), sink))
+    with pytest.raises(DeliveryError) as write:
+        writer.write(iter([Row(value=b"x")]))
+
+    for name, failure in (("initialOffset", initial), ("latestOffset", latest), ("write", write)):
+        texts[f"{name} error"] = str(failure.value)
+        texts[f"{name} error chain"] = repr(failure.value) + repr(failure.value.__cause__)
+    texts["reprs"] = " ".join(repr(o) for o in (reader, reader.options, writer, writer.options, sink))
+    texts["logs"] = caplog.text
+    assert "broker-a.invalid" in texts["initialOffset error"]  # it did fail on the connection
+    assert any(r.name.startswith("cadenza.spark") for r in caplog.records)  # the connection line
+    assert any(r.name.startswith("cadenza.kafka.librdkafka") for r in caplog.records)  # librdkafka too
+    assert "sasl.password=**********" in caplog.text  # the connection line names it, starred
+    for where, text in texts.items():
+        assert SECRET not in text and KEY_SECRET not in text, f"a planted secret appears in the {where}"
 
 
 # -- against the broker ------------------------------------------------------------------------------
