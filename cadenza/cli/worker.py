@@ -21,6 +21,7 @@ from cadenza.infra.metrics.server import MetricsServer
 from cadenza.pipelines import Pipeline, load_pipelines
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
+from cadenza.worker.supervisor import WorkerSupervisor
 
 
 class StateStoreKind(StrEnum):
@@ -116,6 +117,15 @@ def worker_command(
         Path | None,
         typer.Option(envvar="CADENZA_STATE_DIR", help="Directory of the rocksdb state store."),
     ] = None,
+    max_restarts: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            envvar="CADENZA_MAX_RESTARTS",
+            help="Restarts of the worker after a Kafka client failure (a broker that came back without "
+            "its producer state, say) within 10 minutes before the process exits non-zero; 0: exit at once.",
+        ),
+    ] = 5,
     log_level: Annotated[
         str | None, typer.Option(help="Logging level (default: the global --log-level / CADENZA_LOG_LEVEL).")
     ] = None,
@@ -139,38 +149,54 @@ def worker_command(
     pipelines: list[Pipeline] = []
     for module in modules:
         pipelines.extend(load_pipelines(module))
-    worker = Worker(
-        pipelines,
-        settings,
-        group=group,
-        partitions=partitions,
-        batch_size=batch_size,
-        policy=policy,
-        max_buffered=max_buffered,
-        quantum_records=quantum_records,
-        quantum_seconds=quantum_ms / 1000.0,
-        spans_topic=spans_topic,
-        span_sample_ratio=span_sample_ratio,
-        feedback_topic=feedback_topic,
-        state_store=state_store.value,
-        state_dir=state_dir,
-    )
+
+    def make_worker() -> Worker:
+        return Worker(
+            pipelines,
+            settings,
+            group=group,
+            partitions=partitions,
+            batch_size=batch_size,
+            policy=policy,
+            max_buffered=max_buffered,
+            quantum_records=quantum_records,
+            quantum_seconds=quantum_ms / 1000.0,
+            spans_topic=spans_topic,
+            span_sample_ratio=span_sample_ratio,
+            feedback_topic=feedback_topic,
+            state_store=state_store.value,
+            state_dir=state_dir,
+        )
+
+    server: MetricsServer | None = None
+
+    def on_worker(worker: Worker) -> None:
+        # Each (re)started worker has its own registry and health state: serve the current one.
+        nonlocal server
+        if metrics_port is None:
+            return
+        if server is not None:
+            server.close()
+        server = worker.exporter.start_http(metrics_port, host=metrics_host)
+        _say(f"metrics on {server.url}/metrics")
+
+    supervisor = WorkerSupervisor(make_worker, max_restarts=max_restarts, on_worker=on_worker)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
-        worker.stop()
+        supervisor.stop()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    server: MetricsServer | None = None
     try:
-        if metrics_port is not None:
-            server = worker.exporter.start_http(metrics_port, host=metrics_host)
-            _say(f"metrics on {server.url}/metrics")
+        # The first worker is started here, outside the supervisor: a failure before it ever joined
+        # the group (no broker at that address, a topic of the wrong shape) is the user's to fix.
+        worker = make_worker()
+        on_worker(worker)
         worker.start()
         # Plain writes, not rich: topic names are long and must not be re-wrapped to the terminal.
         _say(f"cadenza worker at {settings.bootstrap_servers}")
         _say(worker.describe())
         _say("running; Ctrl-C or SIGTERM stops")
-        worker.run()
+        worker = supervisor.run(worker)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -266,6 +266,11 @@ class Worker:
         return self._assigned_event.wait(timeout)
 
     @property
+    def joined(self) -> bool:
+        """Whether the worker has joined its group (and restored what it was given) at least once."""
+        return self._joined
+
+    @property
     def buffered(self) -> int:
         """Units queued in the scheduler (what ``max_buffered`` bounds)."""
         return len(self.scheduler)

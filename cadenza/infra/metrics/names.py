@@ -43,6 +43,7 @@ __all__ = [
     "RUN_TIME",
     "SPANS_DROPPED",
     "SPANS_PRODUCED",
+    "WORKER_RESTARTS",
     "MetricDef",
     "MetricKind",
 ]
@@ -245,6 +246,15 @@ KAFKA_CLIENT_ERRORS = MetricDef(
 connection failed), ``_ALL_BROKERS_DOWN``. A rising count with ``cadenza_broker_reachable`` at 1 is
 a flaky network; the fatal ones also stop the worker."""
 
+WORKER_RESTARTS = MetricDef(
+    "cadenza_worker_restarts",
+    _C,
+    "Times the worker process started its worker again after a Kafka client failure.",
+)
+"""Counted by :class:`~cadenza.worker.supervisor.WorkerSupervisor`: each restart is a new group member
+that rebuilds its state from the changelogs and resumes from the committed offsets. Rising steadily
+means a failure that keeps recurring; after too many in a short time the process exits."""
+
 # -- feedback --------------------------------------------------------------------------------------
 
 FEEDBACK_APPLIED = MetricDef(
@@ -300,6 +310,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     PIPELINE_STOPPED,
     BROKER_REACHABLE,
     KAFKA_CLIENT_ERRORS,
+    WORKER_RESTARTS,
     FEEDBACK_APPLIED,
     FEEDBACK_REJECTED,
     FEEDBACK_SUPERSEDED,
