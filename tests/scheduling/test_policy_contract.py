@@ -136,3 +136,24 @@ def test_priorities_are_totally_ordered(policy: SchedulingPolicy) -> None:
 def test_priority_is_deterministic_for_a_given_state(policy: SchedulingPolicy) -> None:
     for ctx in _contexts(policy):
         assert policy.priority(ctx, 3.0) == policy.priority(ctx, 3.0)
+
+
+def test_a_monotone_priority_only_worsens_as_time_passes() -> None:
+    # The scheduler keeps stale heap keys as lower bounds on this promise (monotone_priority); a
+    # policy that broke it would have records run out of order without any error.
+    checked = []
+    for name in POLICIES:
+        policy = get_policy(name)
+        if not (getattr(policy, "time_dependent", False) and getattr(policy, "monotone_priority", False)):
+            continue
+        checked.append(policy.name)
+        for record in _records():
+            ctx = policy.build_ctx_at_source(record)
+            start = record.arrival_time
+            times = [start - 1.0, start, start + 0.05, start + 0.5, start + 5.0, start + 120.0, start + 1e6]
+            priorities = [policy.priority(ctx, now) for now in times]
+            assert all(
+                a <= b  # type: ignore[operator]  # one policy's priorities are comparable
+                for a, b in itertools.pairwise(priorities)
+            ), (name, record, priorities)
+    assert sorted(checked) == ["cameo", "fair"]
