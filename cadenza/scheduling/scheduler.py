@@ -18,9 +18,9 @@ How priorities are evaluated depends on what the policy declares:
 - static (the default; fifo, edf, sjf): the priority of a head is computed once, when it becomes
   head. Enqueue and pick are O(log n).
 - ``time_dependent`` and ``monotone_priority`` (fair, and cameo, whose tardy records are postponed):
-  priorities change while records wait, but only upwards, so a heap key is a lower bound of the true priority. At a pick the top entry is
-  re-evaluated; if its key was stale it is re-keyed in place and the next top is examined, otherwise
-  it is the true minimum. O(log n) per re-keyed entry.
+  priorities change while records wait, but only upwards, so a heap key is a lower bound of the
+  true priority. At a pick the top entry is re-evaluated; if its key was stale it is re-keyed in
+  place and the next top is examined, otherwise it is the true minimum. O(log n) per re-keyed entry.
 - ``time_dependent`` only: no order can be kept, so every ready head is evaluated at each pick:
   O(ready partitions) per quantum, correct by construction.
 
