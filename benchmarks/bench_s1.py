@@ -37,11 +37,13 @@ import math
 import os
 import random
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -247,6 +249,7 @@ def system_process(  # noqa: PLR0917 - one call site, names in the signature
     config: S1Config,
     iterations: int,
     logs: Path,
+    metrics_port: int | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     logs.mkdir(parents=True, exist_ok=True)
     log = (logs / f"{run}.log").open("wb")
@@ -302,6 +305,8 @@ def system_process(  # noqa: PLR0917 - one call site, names in the signature
             "--partitions",
             str(PARTITIONS),
         ]
+        if metrics_port is not None:
+            command += ["--metrics-port", str(metrics_port)]
         if config.spans_topic is not None and not run.startswith("cal-"):  # not the calibration runs
             command += [
                 "--spans-topic",
@@ -424,9 +429,11 @@ def run_system(  # noqa: PLR0917
     measured = plan(config, ba_rate, config.duration, bursts=True, seed=config.seed + repetition)
     producer, _ = make_producer(settings, **{"enable.idempotence": False, "acks": "1", "linger.ms": 2})
     reader = OutputReader(settings, topics)
+    metrics_port = None if system == "faust" else free_port()
+    queue_wait: dict[str, dict[str, float | None]] = {}
     try:
         with system_process(
-            system, settings, topics, run, config, capacity.iterations, out / "logs"
+            system, settings, topics, run, config, capacity.iterations, out / "logs", metrics_port
         ) as process:
             # Ready when a first BA result comes back (the group joined, the pipelines run).
             deadline = time.monotonic() + 120
@@ -460,9 +467,63 @@ def run_system(  # noqa: PLR0917
             while not done() and time.monotonic() < drain_until:
                 time.sleep(0.25)
             phase_end = time.time()
+            if metrics_port is not None:
+                queue_wait = scheduler_queue_wait(metrics_port)
     finally:
         reader.close()
-    return measure(system, config, expected, reader, phase_start, phase_end)
+    result = measure(system, config, expected, reader, phase_start, phase_end)
+    for tenant, waits in queue_wait.items():
+        result[tenant].update(waits)
+    return result
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def scheduler_queue_wait(port: int) -> dict[str, dict[str, float | None]]:
+    """Per tenant, p50 and p99 of the wait in the worker's scheduler queues (whole run, warm-up included).
+
+    Read from the worker's own ``cadenza_queue_wait_seconds`` histogram, so each is the upper bound of
+    the bucket the quantile falls in. Set beside the end-to-end latency it tells how much of a tenant's
+    latency the scheduler controls: the rest is spent fetching, producing and crossing the broker.
+    """
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    buckets: dict[str, dict[float, float]] = {}
+    for line in text.splitlines():
+        if not line.startswith("cadenza_queue_wait_seconds_bucket{"):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        fields = dict(part.split("=", 1) for part in labels[labels.index("{") + 1 : -1].split(","))
+        tenant = fields["tenant"].strip('"')
+        bound = float(fields["le"].strip('"'))
+        per_tenant = buckets.setdefault(tenant, {})
+        per_tenant[bound] = per_tenant.get(bound, 0.0) + float(value)
+    result: dict[str, dict[str, float | None]] = {}
+    for tenant, cumulative in buckets.items():
+        bounds = sorted(cumulative)
+        total = cumulative[bounds[-1]]
+
+        def quantile(
+            q: float,
+            bounds: list[float] = bounds,
+            cumulative: dict[float, float] = cumulative,
+            total: float = total,
+        ) -> float | None:
+            for bound in bounds:
+                if total and cumulative[bound] >= q * total:
+                    return None if math.isinf(bound) else round(bound * 1000, 2)
+            return None
+
+        result[tenant] = {"queue_wait_p50_ms": quantile(0.5), "queue_wait_p99_ms": quantile(0.99)}
+    return result
 
 
 def measure(  # noqa: PLR0917
@@ -696,6 +757,10 @@ def median_run(entries: list[dict[str, Any]]) -> dict[str, Any]:
         row["results_expected"] = statistics.median(s["results_expected"] for s in stats)
         row["target_ms"] = stats[0]["target_ms"]
         row["latencies_ms"] = stats[len(stats) // 2]["latencies_ms"]
+        for key in ("queue_wait_p50_ms", "queue_wait_p99_ms"):
+            waits = [s[key] for s in stats if s.get(key) is not None]
+            if waits:
+                row[key] = statistics.median(waits)
         merged[tenant] = row
     return merged
 
@@ -737,14 +802,15 @@ def plot(runs: dict[str, list[dict[str, Any]]], config: S1Config, path: Path) ->
 
 def format_table(result: dict[str, Any]) -> str:
     lines = [
-        f"{'system':8s} {'LS p99 ms':>10s} {'LS met':>7s} {'BA p99 ms':>10s} {'BA met':>7s} {'BA rec/s':>9s}"
+        f"{'system':8s} {'LS p99 ms':>10s} {'LS met':>7s} {'BA p99 ms':>10s} {'BA met':>7s} {'BA rec/s':>9s} "
+        f"{'LS wait p99 ms':>15s}"
     ]
     for system, entry in result["systems"].items():
         ls, ba = entry["LS"], entry["BA"]
         lines.append(
             f"{system:8s} {_fmt(ls['p99_ms']):>10s} {_ratio(ls['deadline_met_ratio']):>7s} "
             f"{_fmt(ba['p99_ms']):>10s} {_ratio(ba['deadline_met_ratio']):>7s} "
-            f"{_fmt(ba['throughput_rps']):>9s}"
+            f"{_fmt(ba['throughput_rps']):>9s} {_fmt(ls.get('queue_wait_p99_ms')):>15s}"
         )
     return "\n".join(lines)
 
