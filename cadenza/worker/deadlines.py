@@ -59,7 +59,7 @@ __all__ = [
     "close_function",
     "iter_operators",
     "plan_schedules",
-    "window_close",
+    "window_delay",
 ]
 
 CloseTime = Callable[[float], float]
@@ -84,9 +84,9 @@ def iter_operators(root: Operator) -> Iterator[Operator]:
                     stack.extend(item for item in value if isinstance(item, Operator))
 
 
-def window_close(window_op: WindowOp) -> CloseTime:
-    """``event time -> close`` of the first window a record at ``window_op`` falls into."""
-    return close_function(window_op.assigner, window_op.lateness + window_op.max_out_of_orderness)
+def window_delay(window_op: WindowOp) -> float:
+    """How long after a window's end its result can first be emitted: lateness plus out-of-orderness."""
+    return window_op.lateness + window_op.max_out_of_orderness
 
 
 def close_function(assigner: Any, delay: float) -> CloseTime:
@@ -128,6 +128,12 @@ class WindowRelease:
         self.delay = delay
         self.pending: dict[int, float] = {}
 
+    @classmethod
+    def of(cls, window_op: WindowOp) -> WindowRelease:
+        """The tracker for records entering ``window_op``'s task."""
+        delay = window_delay(window_op)
+        return cls(close_function(window_op.assigner, delay), delay)
+
     def __call__(self, partition: int, event_time: float) -> float:
         pending = self.pending.get(partition)
         if pending is not None and event_time < pending:
@@ -145,7 +151,6 @@ class TaskSchedule:
     __slots__ = (
         "_fresh_info",
         "_same_pipeline",
-        "close",
         "from_source",
         "index",
         "keys",
@@ -182,19 +187,16 @@ class TaskSchedule:
         windows = [op for op in iter_operators(task.root) if isinstance(op, WindowOp)]
         #: The task's (first) window step, if it is windowed.
         self.window: WindowOp | None = windows[0] if windows else None
-        #: The close of a record's window at this task, if the task is windowed.
-        self.close: CloseTime | None = window_close(windows[0]) if windows else None
-        #: For a windowed task read from a source topic: the close each record's deadline counts from.
+        #: For a windowed task read from a source topic: the close each record's deadline counts from
+        #: (records from a repartition topic had it stamped by their key_by, see :class:`_KeyByStamp`).
         self.release: WindowRelease | None = (
-            WindowRelease(self.close, windows[0].lateness + windows[0].max_out_of_orderness)
-            if self.close is not None and windows
-            else None
+            WindowRelease.of(self.window) if self.window is not None and self.from_source else None
         )
         #: Scheduler keys per input partition, made once (a tuple per record would be made per record).
         self.keys: dict[int, tuple[int, int]] = {}
         self._fresh_info = SourceRecordInfo(self.pipeline, self.tenant, self.latency_target, 0.0, 0, 0)
         self._fresh_info.operator_id = self.operator_id
-        self._same_pipeline = OperatorInfo(self.pipeline, self.operator_id, self.close is not None)
+        self._same_pipeline = OperatorInfo(self.pipeline, self.operator_id, self.window is not None)
 
     def key(self, partition: int) -> tuple[int, int]:
         key = self.keys.get(partition)
@@ -255,13 +257,9 @@ class _KeyByStamp:
 
     def __init__(self, policy: SchedulingPolicy, target: TaskSchedule) -> None:
         self.build = policy.build_ctx_at_operator
-        self.target = OperatorInfo(target.pipeline, target.operator_id, target.close is not None)
         window = target.window
-        self.release = (
-            None
-            if target.close is None or window is None
-            else WindowRelease(target.close, window.lateness + window.max_out_of_orderness)
-        )
+        self.target = OperatorInfo(target.pipeline, target.operator_id, window is not None)
+        self.release = None if window is None else WindowRelease.of(window)
 
     def __call__(self, ctx: SchedulingContext, partition: int, event_time: float, value: object) -> bytes:
         target = self.target
@@ -370,7 +368,7 @@ def plan_schedules(
                 window = schedule.window
                 op.stamp = _SinkStamp(
                     latency_target=schedule.latency_target,
-                    delay=None if window is None else window.lateness + window.max_out_of_orderness,
+                    delay=None if window is None else window_delay(window),
                     metrics=exporter.operator(schedule.tenant, schedule.pipeline, op.node_id, sink=True),
                     emitter=emitter,
                 )
