@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.live import Live
@@ -70,6 +70,15 @@ def check_spark_conf(values: list[str] | None) -> list[str] | None:
     """Typer callback: reject a malformed ``--spark-conf`` before anything starts."""
     parse_spark_conf(values)
     return values
+
+
+KafkaFormatOption = Annotated[KafkaFormat, typer.Option(envvar=KAFKA_FORMAT_ENV, help=KAFKA_FORMAT_HELP)]
+"""``--kafka-format``, as ``cadenza stats`` and ``cadenza spark-stage`` both take it."""
+SparkConfOption = Annotated[
+    list[str] | None,
+    typer.Option("--spark-conf", metavar="KEY=VALUE", callback=check_spark_conf, help=SPARK_CONF_HELP),
+]
+"""``--spark-conf KEY=VALUE`` (repeatable), checked before anything starts."""
 
 
 def start_spark(

@@ -10,11 +10,9 @@ from typing import Annotated
 import typer
 
 from cadenza.cli._spark_run import (
-    KAFKA_FORMAT_ENV,
-    KAFKA_FORMAT_HELP,
-    SPARK_CONF_HELP,
     KafkaFormat,
-    check_spark_conf,
+    KafkaFormatOption,
+    SparkConfOption,
     parse_spark_conf,
     progress_line,
     run_until_stopped,
@@ -63,13 +61,8 @@ def spark_stage_command(
         str, typer.Option(help="Where a new checkpoint starts reading.")
     ] = "earliest",
     master: Annotated[str, typer.Option(help="Spark master.")] = "local[2]",
-    kafka_format: Annotated[
-        KafkaFormat, typer.Option(envvar=KAFKA_FORMAT_ENV, help=KAFKA_FORMAT_HELP)
-    ] = KafkaFormat.AUTO,
-    spark_conf: Annotated[
-        list[str] | None,
-        typer.Option("--spark-conf", metavar="KEY=VALUE", callback=check_spark_conf, help=SPARK_CONF_HELP),
-    ] = None,
+    kafka_format: KafkaFormatOption = KafkaFormat.AUTO,
+    spark_conf: SparkConfOption = None,
 ) -> None:
     """Run the Structured Streaming queries of the pipelines' on_spark stages until Ctrl-C or SIGTERM."""
     from cadenza.infra.spark.stages import start_stage  # noqa: PLC0415 - PySpark is optional

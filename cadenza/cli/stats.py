@@ -8,11 +8,9 @@ from typing import Annotated, Literal
 import typer
 
 from cadenza.cli._spark_run import (
-    KAFKA_FORMAT_ENV,
-    KAFKA_FORMAT_HELP,
-    SPARK_CONF_HELP,
     KafkaFormat,
-    check_spark_conf,
+    KafkaFormatOption,
+    SparkConfOption,
     parse_spark_conf,
     progress_line,
     run_until_stopped,
@@ -49,13 +47,8 @@ def stats_command(
         typer.Option(min=1, help="Most spans one micro-batch reads (default: all available)."),
     ] = None,
     master: Annotated[str, typer.Option(help="Spark master.")] = "local[2]",
-    kafka_format: Annotated[
-        KafkaFormat, typer.Option(envvar=KAFKA_FORMAT_ENV, help=KAFKA_FORMAT_HELP)
-    ] = KafkaFormat.AUTO,
-    spark_conf: Annotated[
-        list[str] | None,
-        typer.Option("--spark-conf", metavar="KEY=VALUE", callback=check_spark_conf, help=SPARK_CONF_HELP),
-    ] = None,
+    kafka_format: KafkaFormatOption = KafkaFormat.AUTO,
+    spark_conf: SparkConfOption = None,
 ) -> None:
     """Compute per-operator latency statistics over sliding windows; publish them as feedback.
 
