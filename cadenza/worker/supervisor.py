@@ -63,6 +63,10 @@ class WorkerSupervisor:
         self.restarts = 0
         #: The worker running now (or last).
         self.worker: Worker | None = None
+        #: Whether any worker of this process has joined its group: until then a failure is the user's
+        #: to fix (a wrong address or setting); after it, also a restarted worker that could not join
+        #: yet (the broker still away) is restarted again.
+        self._joined_once = False
 
     def stop(self) -> None:
         """Stop the running worker and do not start another; safe from any thread or signal handler."""
@@ -108,7 +112,8 @@ class WorkerSupervisor:
                 worker = None
 
     def _should_restart(self, worker: Worker, exc: KafkaClientError) -> bool:
-        if self._stop.is_set() or isinstance(exc, TopicError) or not worker.joined:
+        self._joined_once = self._joined_once or worker.joined
+        if self._stop.is_set() or isinstance(exc, TopicError) or not self._joined_once:
             return False
         now = time.monotonic()
         self._recent = [t for t in self._recent if now - t < self.restart_window]

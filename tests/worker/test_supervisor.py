@@ -56,6 +56,14 @@ def test_a_kafka_client_failure_after_the_join_starts_a_fresh_worker() -> None:
     assert b"cadenza_worker_restarts_total 2.0" in last.exporter.render()
 
 
+def test_a_restarted_worker_that_cannot_join_yet_is_restarted_again() -> None:
+    # The broker is still away when the fresh worker starts: it fails before its join, but this
+    # process had joined before, so the failure is the outage's, not a setting to fix.
+    supervisor, made = supervise([StandIn(fatal()), StandIn(fatal(), joined=False), StandIn(None)])
+    supervisor.run()
+    assert len(made) == 3 and supervisor.restarts == 2
+
+
 def test_too_many_failures_within_the_window_end_the_process() -> None:
     supervisor, made = supervise([StandIn(fatal()) for _ in range(4)], max_restarts=2)
     with pytest.raises(KafkaClientError):
