@@ -506,24 +506,23 @@ def scheduler_queue_wait(port: int) -> dict[str, dict[str, float | None]]:
         bound = float(fields["le"].strip('"'))
         per_tenant = buckets.setdefault(tenant, {})
         per_tenant[bound] = per_tenant.get(bound, 0.0) + float(value)
-    result: dict[str, dict[str, float | None]] = {}
-    for tenant, cumulative in buckets.items():
-        bounds = sorted(cumulative)
-        total = cumulative[bounds[-1]]
+    return {
+        tenant: {
+            "queue_wait_p50_ms": _bucket_quantile(cumulative, 0.5),
+            "queue_wait_p99_ms": _bucket_quantile(cumulative, 0.99),
+        }
+        for tenant, cumulative in buckets.items()
+    }
 
-        def quantile(
-            q: float,
-            bounds: list[float] = bounds,
-            cumulative: dict[float, float] = cumulative,
-            total: float = total,
-        ) -> float | None:
-            for bound in bounds:
-                if total and cumulative[bound] >= q * total:
-                    return None if math.isinf(bound) else round(bound * 1000, 2)
-            return None
 
-        result[tenant] = {"queue_wait_p50_ms": quantile(0.5), "queue_wait_p99_ms": quantile(0.99)}
-    return result
+def _bucket_quantile(cumulative: dict[float, float], q: float) -> float | None:
+    """Upper bound (ms) of the histogram bucket holding quantile ``q``; None if empty or beyond the last."""
+    bounds = sorted(cumulative)
+    total = cumulative[bounds[-1]]
+    for bound in bounds:
+        if total and cumulative[bound] >= q * total:
+            return None if math.isinf(bound) else round(bound * 1000, 2)
+    return None
 
 
 def measure(  # noqa: PLR0917
