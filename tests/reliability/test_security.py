@@ -55,12 +55,14 @@ class Row(BaseModel):
     a: int
 
 
-def secured() -> KafkaSettings:
+def secured(
+    bootstrap_servers: str = "broker-a.invalid:9093", security_protocol: str = "SASL_SSL"
+) -> KafkaSettings:
     # No SSL files here: constructing a client loads them, and these tests build real clients. The
     # file settings are checked on the config dicts below.
     return KafkaSettings.load(
-        bootstrap_servers="broker-a.invalid:9093",
-        security_protocol="SASL_SSL",
+        bootstrap_servers=bootstrap_servers,
+        security_protocol=security_protocol,
         sasl_mechanism="SCRAM-SHA-512",
         sasl_username="svc-cadenza",
         sasl_password=SECRET,
@@ -221,14 +223,7 @@ def test_the_spark_source_and_sink_failing_to_connect_never_show_the_password(
     from cadenza.infra.spark.kafka_source import KafkaStreamReader  # noqa: PLC0415
     from cadenza.infra.spark.options import parse_sink_options, parse_source_options  # noqa: PLC0415
 
-    settings = KafkaSettings.load(
-        bootstrap_servers="broker-a.invalid:9092",
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="SCRAM-SHA-512",
-        sasl_username="svc-cadenza",
-        sasl_password=SECRET,
-        ssl_key_password=KEY_SECRET,
-    )
+    settings = secured("broker-a.invalid:9092", "SASL_PLAINTEXT")
     options = {
         **kafka_options(settings),
         "kafka.request.timeout.ms": "2000",  # bounds each metadata request of the source
