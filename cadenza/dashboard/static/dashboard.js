@@ -65,14 +65,20 @@
     el.appendChild(pre);
   }
 
-  function chart(container, key, title, names, data, colors) {
+  // y: "ratio" (0..1), "log" (latencies spanning ms to a bulk tenant's seconds) or "linear".
+  function chart(container, key, title, names, data, colors, y) {
     let entry = charts.get(key);
     if (entry === undefined) {
       const div = document.createElement("div");
       div.className = "chart";
       container.appendChild(div);
       const series = [{}].concat(names.map((n, i) => ({ label: n, stroke: colors[i], width: 2, spanGaps: false })));
-      const plot = new uPlot({ title: title, width: 420, height: 200, series: series, scales: { x: { time: true } } }, data, div);
+      const yScale = y === "ratio" ? { range: [0, 1] } : y === "log" ? { distr: 3 } : {};
+      const opts = {
+        title: title, width: 420, height: 200, series: series, legend: { live: false },
+        scales: { x: { time: true }, y: yScale }, axes: [{}, { size: 60 }],
+      };
+      const plot = new uPlot(opts, data, div);
       entry = { plot: plot };
       charts.set(key, entry);
     } else {
@@ -87,18 +93,22 @@
     for (const p of view.pipelines) {
       const key = p.tenant + "/" + p.pipeline;
       const col = (field) => hist.map((pt) => (pt.pipelines[key] ? pt.pipelines[key][field] : null));
-      chart(pc, key + ":ratio", p.tenant + " " + p.pipeline + ": deadline met", ["met"], [xs, col("met_ratio")], ["#2a7"]);
+      chart(pc, key + ":ratio", p.tenant + " " + p.pipeline + ": deadline met", ["met"], [xs, col("met_ratio")],
+        ["#2a7"], "ratio");
       chart(pc, key + ":latency", p.tenant + ": end-to-end latency (ms) vs target", ["p50", "p99", "target"],
-        [xs, col("p50_ms"), col("p99_ms"), col("target_ms")], ["#36c", "#c33", "#999"]);
-      chart(pc, key + ":queue", p.tenant + ": queue wait p99 (ms)", ["queue wait p99"], [xs, col("queue_wait_p99_ms")], ["#a6c"]);
-      chart(pc, key + ":rate", p.tenant + ": records/s", ["records/s"], [xs, col("throughput")], ["#c80"]);
+        [xs, col("p50_ms"), col("p99_ms"), col("target_ms")], ["#36c", "#c33", "#999"], "log");
+      chart(pc, key + ":queue", p.tenant + ": queue wait p99 (ms)", ["queue wait p99"], [xs, col("queue_wait_p99_ms")],
+        ["#a6c"], "log");
+      chart(pc, key + ":rate", p.tenant + ": records/s", ["records/s"], [xs, col("throughput")], ["#c80"], "linear");
     }
     const wc = document.getElementById("worker-charts");
     for (const w of view.workers) {
       const col = (field) => hist.map((pt) => (pt.workers[w.url] ? pt.workers[w.url][field] : null));
-      chart(wc, w.url + ":busy", w.url + ": busy share", ["busy"], [xs, col("busy_share")], ["#2a7"]);
-      chart(wc, w.url + ":buffer", w.url + ": buffered / paused", ["buffered", "paused"],
-        [xs, col("buffered"), col("paused")], ["#36c", "#c33"]);
+      const busy = col("busy_share");
+      if (!charts.has(w.url + ":busy") && busy.every((v) => v === null)) continue; // never answered yet
+      chart(wc, w.url + ":busy", w.url + ": busy share", ["busy"], [xs, busy], ["#2a7"], "ratio");
+      chart(wc, w.url + ":buffer", w.url + ": buffered / paused partitions", ["buffered", "paused"],
+        [xs, col("buffered"), col("paused")], ["#36c", "#c33"], "linear");
     }
   }
 
