@@ -121,6 +121,11 @@ def test_the_page_shows_both_tenants_live_and_marks_the_one_missing_its_deadline
         page.wait_for_selector('tr.pipeline.ok[data-tenant="BA"]', timeout=60_000)
         assert "MISSING DEADLINE" in ls.inner_text()
         assert "meets deadline" in ba.inner_text()
+        # The targets come from the worker's cadenza_latency_target_seconds: 0.5 ms and 30 s.
+        assert ls.locator("td").nth(5).inner_text() == "0.5"
+        assert ba.locator("td").nth(5).inner_text() == "30,000.0"
+        # Buffered records and consumer lag per partition: both inputs' two partitions at least.
+        assert page.locator("#partitions tbody tr").count() >= 4
 
         records_in = ba.locator("td").nth(8)
         first = float(records_in.inner_text().replace(",", ""))
