@@ -76,7 +76,7 @@
       const yScale = y === "ratio" ? { range: [0, 1] } : y === "log" ? { distr: 3 } : {};
       const opts = {
         title: title, width: 420, height: 200, series: series, legend: { live: false },
-        scales: { x: { time: true }, y: yScale }, axes: [{}, { size: 60 }],
+        scales: { x: { time: true }, y: yScale }, axes: [{}, { size: 70 }],
       };
       const plot = new uPlot(opts, data, div);
       entry = { plot: plot };

@@ -1,0 +1,59 @@
+"""``cadenza dashboard`` as a user runs it: prints its address, serves the page, stops on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_the_command_serves_the_page_and_shows_a_silent_worker_as_down() -> None:
+    dead = free_port()
+    env = {**os.environ, "COLUMNS": "200"}
+    command = [sys.executable, "-m", "cadenza", "dashboard", "--port", "0", "--worker", f"127.0.0.1:{dead}"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert match, f"no address in {line!r}"
+        url = match.group(0)
+        deadline = time.monotonic() + 20
+        while True:
+            with urllib.request.urlopen(url + "api/state", timeout=5) as response:
+                state = json.load(response)
+            if state["workers"][0]["status"] == "down" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert state["workers"][0]["status"] == "down"
+        assert "no answer" in state["workers"][0]["error"]
+        with urllib.request.urlopen(url, timeout=5) as response:
+            page = response.read().decode()
+        assert f"127.0.0.1:{dead}" in page and "uPlot.iife.min.js" in page
+        with urllib.request.urlopen(url + "static/uPlot.iife.min.js", timeout=5) as response:
+            assert b"uPlot" in response.read()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
+def test_without_a_worker_it_says_what_is_missing() -> None:
+    command = [sys.executable, "-m", "cadenza", "dashboard"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode != 0
+    assert "--worker" in result.stdout + result.stderr
