@@ -7,6 +7,7 @@ sections, which otherwise say "not available".
 
 from __future__ import annotations
 
+import signal
 import threading
 from typing import Annotated
 
@@ -59,11 +60,14 @@ def dashboard_command(
     )
     server = serve_dashboard(board, host=host, port=port, interval_s=interval)
     console.print(f"dashboard at [bold]{server.url}[/] for {len(set(worker))} worker(s); Ctrl-C stops it")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())  # a container's stop, like Ctrl-C
     try:
-        threading.Event().wait()
+        stop.wait()
     except KeyboardInterrupt:
-        console.print("stopping the dashboard")
+        pass
     finally:
+        console.print("stopping the dashboard")
         server.close()
         if reader is not None:
             reader.close()

@@ -256,8 +256,12 @@ class Dashboard:
 
     # -- the page's JSON ---------------------------------------------------------------------------
 
-    def view(self) -> Json:
-        """Everything the page shows, as plain JSON (``NaN`` never appears: unknowns are ``null``)."""
+    def view(self, since: float | None = None) -> Json:
+        """Everything the page shows, as plain JSON (``NaN`` never appears: unknowns are ``null``).
+
+        ``since``: only history points after this time (the page asks for what it has not drawn yet,
+        instead of the whole history every second).
+        """
         now = self._clock.now()
         with self._lock:
             last = self._last_poll
@@ -270,7 +274,8 @@ class Dashboard:
                 "deadline_goal": self.deadline_goal,
                 "workers": self._worker_rows(now),
                 "pipelines": self._pipelines(now),
-                "history": list(self._history),
+                "history": [p for p in self._history if since is None or p["t"] > since],
+                "history_max": self._history.maxlen,
             }
         view["extras"] = self._extras() if self._extras is not None else {}
         finite: Json = _finite(view)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
+from urllib.parse import parse_qs
 
 from cadenza.dashboard.live import Dashboard
 from cadenza.dashboard.page import render_page
@@ -34,15 +36,25 @@ def _asset(name: str) -> bytes | None:
     return entry.read_bytes() if entry.is_file() else None
 
 
+def _since(query: str) -> float | None:
+    """``since=<epoch seconds>`` from the query string; anything unparsable means the whole history."""
+    values = parse_qs(query).get("since", [])
+    try:
+        since = float(values[0]) if values else None
+    except ValueError:
+        return None
+    return since if since is not None and math.isfinite(since) else None
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         if path in ("/", "/index.html"):
             self._send(HTTPStatus.OK, "text/html; charset=utf-8", render_page(self.server.dashboard.view()))
         elif path == "/api/state":
-            body = json.dumps(self.server.dashboard.view(), allow_nan=False)
+            body = json.dumps(self.server.dashboard.view(since=_since(query)), allow_nan=False)
             self._send(HTTPStatus.OK, "application/json", body.encode())
         elif path.startswith("/static/") and (data := _asset(path.removeprefix("/static/"))) is not None:
             suffix = next((s for s in _TYPES if path.endswith(s)), "")

@@ -1,4 +1,4 @@
-"""``cadenza dashboard`` as a user runs it: prints its address, serves the page, stops on Ctrl-C."""
+"""``cadenza dashboard`` as a user runs it: prints its address, serves the page, stops on SIGTERM."""
 
 from __future__ import annotations
 
@@ -44,8 +44,9 @@ def test_the_command_serves_the_page_and_shows_a_silent_worker_as_down() -> None
         assert f"127.0.0.1:{dead}" in page and "uPlot.iife.min.js" in page
         with urllib.request.urlopen(url + "static/uPlot.iife.min.js", timeout=5) as response:
             assert b"uPlot" in response.read()
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGTERM)  # how a container or a supervisor stops it
         assert process.wait(15) == 0
+        assert "stopping the dashboard" in process.stdout.read()
     finally:
         if process.poll() is None:
             process.kill()

@@ -118,6 +118,18 @@ def test_the_history_is_bounded() -> None:
     assert len(board.view()["history"]) == 5
 
 
+def test_the_page_gets_only_the_points_it_has_not_drawn() -> None:
+    clock, pool = VirtualClock(0.0), Pool()
+    pool.add("w:1", {})
+    board = Dashboard(["w:1"], clock=clock, scraper=pool.scrape)
+    for _ in range(6):
+        board.poll()
+        clock.advance(1.0)
+    assert [p["t"] for p in board.view()["history"]] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert [p["t"] for p in board.view(since=3.0)["history"]] == [4.0, 5.0]
+    assert board.view(since=5.0)["history"] == []
+
+
 def test_parse_reads_the_worker_gauges() -> None:
     exporter = PrometheusExporter()
     exporter.register_callback(names.BUFFERED_RECORDS, lambda: 7)
@@ -158,3 +170,12 @@ def test_bad_configuration_is_refused() -> None:
         Dashboard([])
     with pytest.raises(ValueError, match="deadline_goal"):
         Dashboard(["w:1"], deadline_goal=1.5)
+
+
+def test_a_bad_since_means_the_whole_history() -> None:
+    from cadenza.dashboard.server import _since  # noqa: PLC0415 - the server's query parsing only
+
+    assert _since("since=3.5") == 3.5
+    assert _since("since=abc") is None
+    assert _since("since=nan") is None
+    assert _since("") is None

@@ -3,6 +3,7 @@
 (function () {
   const REFRESH_MS = 1000;
   const charts = new Map();
+  let hist = []; // the points drawn so far; each poll adds the ones after the last
   let lastOk = Date.now();
   let staleAfterMs = 5000;
 
@@ -87,7 +88,9 @@
   }
 
   function drawHistory(view) {
-    const hist = view.history;
+    const lastT = hist.length ? hist[hist.length - 1].t : -Infinity;
+    hist = hist.concat(view.history.filter((p) => p.t > lastT));
+    if (hist.length > view.history_max) hist = hist.slice(hist.length - view.history_max);
     const xs = hist.map((p) => p.t);
     const pc = document.getElementById("charts");
     for (const p of view.pipelines) {
@@ -132,7 +135,8 @@
 
   async function tick() {
     try {
-      const response = await fetch("/api/state", { cache: "no-store" });
+      const since = hist.length ? "?since=" + hist[hist.length - 1].t : "";
+      const response = await fetch("/api/state" + since, { cache: "no-store" });
       if (!response.ok) throw new Error("HTTP " + response.status);
       const view = await response.json();
       lastOk = Date.now();
