@@ -8,6 +8,7 @@ most ``history`` points, which is all the memory the dashboard keeps, and all a 
 
 A worker that does not answer is *down* (with the reason) and drops out of the sums; one whose last
 good scrape is older than ``stale_after_s`` is *stale*, and so is the whole view when polling stopped.
+A pipeline no answering worker reports keeps its last numbers on the page, flagged stale.
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ class Dashboard:
         self._workers = [_Worker(url) for url in dict.fromkeys(workers)]
         self._history: deque[Json] = deque(maxlen=history)
         self._last_poll: float | None = None
+        #: The last numbers of every pipeline seen, shown (flagged stale) while no worker reports it.
+        self._last_rows: dict[tuple[str, str], Json] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=min(8, len(self._workers)), thread_name_prefix="scrape")
 
@@ -190,8 +193,13 @@ class Dashboard:
                     "dead_lettered_window": counts.dead_lettered,
                     "consumed_total": totals[(tenant, pipeline)].consumed,
                     "results_total": totals[(tenant, pipeline)].results,
+                    "stale": False,
                 }
             )
+            self._last_rows[(tenant, pipeline)] = rows[-1]
+        for key, last in sorted(self._last_rows.items()):
+            if key not in summed:  # its workers are down or stale: its last numbers, flagged
+                rows.append(last | {"stale": True, "missing": False, "throughput": None})
         return rows
 
     def _worker_rows(self, now: float) -> list[Json]:
@@ -247,6 +255,7 @@ class Dashboard:
                     )
                 }
                 for row in self._pipelines(now)
+                if not row["stale"]
             },
             "workers": {
                 row["url"]: {key: row.get(key) for key in ("busy_share", "buffered", "paused")}

@@ -24,8 +24,24 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
+_STATES = {
+    "stale": "stale: no worker reports it",
+    "missing": "MISSING DEADLINE",
+    "ok": "meets deadline",
+    "idle": "no results yet",
+}
+
+
+def _state(row: Json) -> str:
+    if row["stale"]:
+        return "stale"
+    if row["missing"]:
+        return "missing"
+    return "ok" if row["met_ratio"] is not None else "idle"
+
+
 def _pipeline_row(row: Json) -> str:
-    state = "missing" if row["missing"] else ("ok" if row["met_ratio"] is not None else "idle")
+    state = _state(row)
     cells = [
         escape(row["tenant"]),
         escape(row["pipeline"]),
@@ -36,7 +52,7 @@ def _pipeline_row(row: Json) -> str:
         _num(row["queue_wait_p99_ms"]),
         _num(row["throughput"]),
         _num(row["consumed_total"], 0),
-        "MISSING DEADLINE" if row["missing"] else ("meets deadline" if state == "ok" else "no results yet"),
+        _STATES[state],
     ]
     tds = "".join(f"<td>{cell}</td>" for cell in cells)
     return f'<tr class="pipeline {state}" data-tenant="{escape(row["tenant"])}">{tds}</tr>'

@@ -94,7 +94,15 @@ def test_data_older_than_stale_after_is_flagged() -> None:
     view = board.view()
     assert view["stale"] is True
     assert view["workers"][0]["status"] == "stale"
-    assert view["pipelines"] == []  # stale numbers are not shown as current
+    (ba,) = view["pipelines"]  # its last numbers stay, flagged: not shown as current
+    assert ba["stale"] is True and ba["met_ratio"] == 1.0 and ba["throughput"] is None
+    del pool.exporters["w:1"]  # and now it does not answer at all
+    board.poll()
+    view = board.view()
+    assert view["stale"] is False  # polling works again; the worker is what is down
+    assert view["workers"][0]["status"] == "down"
+    assert view["pipelines"][0]["stale"] is True
+    assert view["history"][-1]["pipelines"] == {}  # no made-up point for the time it was down
 
 
 def test_a_restarted_worker_counts_from_zero_not_negative() -> None:

@@ -31,8 +31,10 @@
       return;
     }
     for (const p of rows) {
-      const state = p.missing ? "missing" : p.met_ratio === null ? "idle" : "ok";
-      const label = p.missing ? "MISSING DEADLINE" : state === "ok" ? "meets deadline" : "no results yet";
+      const state = p.stale ? "stale" : p.missing ? "missing" : p.met_ratio === null ? "idle" : "ok";
+      const label = {
+        stale: "stale: no worker reports it", missing: "MISSING DEADLINE", ok: "meets deadline", idle: "no results yet",
+      }[state];
       row(tbody, [p.tenant, p.pipeline, pct(p.met_ratio), num(p.p50_ms), num(p.p99_ms), num(p.target_ms),
         num(p.queue_wait_p99_ms), num(p.throughput), num(p.consumed_total, 0), label],
         "pipeline " + state, { "data-tenant": p.tenant });
