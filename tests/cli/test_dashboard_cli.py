@@ -12,6 +12,10 @@ import sys
 import time
 import urllib.request
 
+import pytest
+
+from cadenza.cli.demo import _dashboard
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -58,3 +62,19 @@ def test_without_a_worker_it_says_what_is_missing() -> None:
     result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode != 0
     assert "--worker" in result.stdout + result.stderr
+
+
+def test_the_demo_prints_its_dashboard_address_and_takes_a_free_port_when_8088_is_busy(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = int(busy.getsockname()[1])
+        with _dashboard(f"127.0.0.1:{free_port()}", taken):
+            printed = capsys.readouterr().out
+            match = re.search(r"http://127\.0\.0\.1:(\d+)/", printed)
+            assert match, printed
+            assert int(match.group(1)) != taken
+            with urllib.request.urlopen(match.group(0) + "api/state", timeout=5) as response:
+                assert json.load(response)["workers"][0]["url"].startswith("127.0.0.1:")
