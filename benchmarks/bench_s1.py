@@ -90,6 +90,8 @@ class S1Config:
     #: Where cadenza workers send sampled spans (for the stats job), or None.
     spans_topic: str | None = None
     span_sample_ratio: float = 0.05
+    #: The cadenza workers' --metrics-port (None: a free one per run); `cadenza demo`'s dashboard scrapes it.
+    metrics_port: int | None = None
 
 
 def quick_config(**overrides: Any) -> S1Config:
@@ -429,7 +431,7 @@ def run_system(  # noqa: PLR0917
     measured = plan(config, ba_rate, config.duration, bursts=True, seed=config.seed + repetition)
     producer, _ = make_producer(settings, **{"enable.idempotence": False, "acks": "1", "linger.ms": 2})
     reader = OutputReader(settings, topics)
-    metrics_port = None if system == "faust" else free_port()
+    metrics_port = None if system == "faust" else config.metrics_port or free_port()
     queue_wait: dict[str, dict[str, float | None]] = {}
     try:
         with system_process(

@@ -10,6 +10,7 @@ from cadenza import __version__
 from cadenza.cli.bench import bench_app
 from cadenza.cli.broker import broker_app
 from cadenza.cli.console import console, setup_logging
+from cadenza.cli.dashboard import dashboard_command
 from cadenza.cli.demo import demo
 from cadenza.cli.describe import describe_command
 from cadenza.cli.generate import generate_command
@@ -27,6 +28,7 @@ app = typer.Typer(
 app.add_typer(broker_app, name="broker")
 app.add_typer(bench_app, name="bench")
 app.command("demo")(demo)
+app.command("dashboard")(dashboard_command)
 app.command("describe")(describe_command)
 app.command("worker")(worker_command)
 app.command("generate")(generate_command)

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from cadenza.cli.bench import load_benchmark
 from cadenza.cli.console import command_errors, console
+from cadenza.dashboard import Dashboard, serve_dashboard
 from cadenza.demo import run_smoke
 from cadenza.infra.broker.background import background_status, default_state_dir
 from cadenza.infra.broker.embedded import EmbeddedBroker
@@ -59,6 +60,10 @@ def demo(
     ] = True,
     records: Annotated[int, typer.Option(min=1, help="Records of the --smoke round trip.")] = 10_000,
     partitions: Annotated[int, typer.Option(min=1, help="Partitions of the --smoke topic.")] = 4,
+    dashboard_port: Annotated[
+        int,
+        typer.Option(min=0, max=65535, help="Port of the live dashboard (0: any free one; busy: any)."),
+    ] = 8088,
 ) -> None:
     """Two tenants share one worker; a bulk tenant bursts. Watch fifo miss the tight deadlines and
     cameo keep them. Prints a table per tenant (p99, deadline met) and writes OUT/s1.png."""
@@ -69,7 +74,10 @@ def demo(
     feedback = load_benchmark("s1_feedback")
     with_stats = stats and feedback.spark_available()
     spans_topic = f"demo-spans-{uuid.uuid4().hex[:6]}" if with_stats else None
-    config = module.quick_config(systems=("fifo", "cameo"), duration=duration, spans_topic=spans_topic)
+    metrics_port = module.free_port()
+    config = module.quick_config(
+        systems=("fifo", "cameo"), duration=duration, spans_topic=spans_topic, metrics_port=metrics_port
+    )
     console.print(
         "[bold]cadenza demo[/]: tenant [cyan]LS[/] counts clicks per user in 1 s windows and wants each "
         f"count within {config.ls_target * 1000:.0f} ms of the window closing; tenant [cyan]BA[/] scores "
@@ -78,7 +86,7 @@ def demo(
     )
     say = lambda line: console.print(line, markup=False, highlight=False)  # noqa: E731
     rows: list[dict[str, Any]] = []
-    with _demo_cluster() as settings:
+    with _demo_cluster() as settings, _dashboard(f"127.0.0.1:{metrics_port}", dashboard_port):
         result = module.run_benchmark(out, config=config, bootstrap=settings.bootstrap_servers, progress=say)
         if spans_topic is not None:
             rows = feedback.run_feedback_loop(settings, spans_topic, progress=say)
@@ -103,6 +111,21 @@ def demo(
     elif stats:
         console.print("feedback loop skipped: PySpark is not installed (pip install 'cadenza[spark]')")
     console.print(f"plot: {out / 's1.png'}; numbers: {out / 's1.json'}; worker logs: {out / 'logs'}")
+
+
+@contextlib.contextmanager
+def _dashboard(worker: str, port: int) -> Iterator[None]:
+    """The live dashboard on the demo's worker while it runs (it shows the worker down between runs)."""
+    board = Dashboard([worker], window_s=5.0)
+    try:
+        server = serve_dashboard(board, port=port)
+    except OSError:  # the port is taken (a dashboard already runs): any free one will do
+        server = serve_dashboard(board, port=0)
+    console.print(f"live dashboard while the demo runs: [bold]{server.url}[/]")
+    try:
+        yield
+    finally:
+        server.close()
 
 
 def _print_feedback(rows: list[dict[str, Any]]) -> None:

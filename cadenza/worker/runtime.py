@@ -354,6 +354,11 @@ class Worker:
         self.exporter.register_callback(names.BUFFERED_RECORDS, lambda: len(self.scheduler))
         self.exporter.register_callback(names.PAUSED_PARTITIONS, lambda: len(self._paused))
         tenants = {graph.name: graph.tenant for graph in self.graphs}
+        targets: dict[tuple[str, ...], float | int] = {
+            (g.tenant, g.name): g.latency_target_s for g in self.graphs
+        }
+        self.exporter.register_callback(names.LATENCY_TARGET, lambda: targets)
+        self.exporter.register_callback(names.PARTITION_BUFFERED_RECORDS, self._partition_buffers)
         self.exporter.register_callback(
             names.PIPELINE_STOPPED,
             lambda: {(tenants[name], name): 1 if name in self.stopped else 0 for name in tenants},
@@ -377,6 +382,14 @@ class Worker:
         self._consumer, self._consumer_errors = make_consumer(self.settings, self.group, **overrides)
         consumer_errors, producer_errors = self._consumer_errors, self._output.client_errors
         self.exporter.register_callback(names.BROKER_REACHABLE, lambda: int(consumer_errors.brokers_up))
+        self.exporter.register_callback(
+            names.CONSUMER_LAG,
+            lambda: {
+                (t, str(p)): n
+                for (t, p), n in consumer_errors.consumer_lag.items()
+                if (t, p) in self.assignment
+            },
+        )
         self.exporter.register_callback(
             names.KAFKA_CLIENT_ERRORS,
             lambda: {
@@ -640,6 +653,16 @@ class Worker:
             dropped,
             exc_info=stopped.cause,
         )
+
+    def _partition_buffers(self) -> dict[tuple[str, ...], float | int]:
+        """Buffered records per assigned partition, for the scrape thread (reads only lengths)."""
+        stages = self._stages
+        return {
+            (topic, str(partition)): sum(
+                self.scheduler.buffered(s.key(partition)) for _, s in stages.get(topic, ())
+            )
+            for topic, partition in self.assignment
+        }
 
     def _flow_control(self) -> None:
         """Keep the buffer bounded without letting one tenant's flood shut out the others.

@@ -69,6 +69,8 @@ class ClientErrors:
         #: Errors reported so far, by librdkafka's error name (``_TRANSPORT``, ``_ALL_BROKERS_DOWN``...).
         self.counts: dict[str, int] = {}
         self.brokers_up = True
+        #: Consumer lag per (topic, partition) from the last statistics report (consumers only).
+        self.consumer_lag: dict[tuple[str, int], int] = {}
 
     def __call__(self, error: KafkaError) -> None:
         name = error.name()
@@ -104,9 +106,11 @@ class ClientErrors:
     def statistics(self, raw: str) -> None:
         """librdkafka's statistics JSON: a broker connection in state ``UP`` means reachable again."""
         try:
-            brokers = json.loads(raw).get("brokers", {})
+            report = json.loads(raw)
+            brokers = report.get("brokers", {})
             up = any(broker.get("state") == "UP" for broker in brokers.values())
-        except (ValueError, AttributeError):  # never let a malformed report break the poll loop
+            self.consumer_lag = _consumer_lag(report.get("topics", {}))
+        except (ValueError, AttributeError, TypeError):  # a malformed report must not break the poll loop
             return
         if up != self.brokers_up:
             _log.log(
@@ -123,6 +127,18 @@ class ClientErrors:
             fatal = self._fatal
         if fatal is not None:
             raise from_kafka_error(fatal, f"kafka {self.role} failed fatally")
+
+
+def _consumer_lag(topics: dict[str, Any]) -> dict[tuple[str, int], int]:
+    """librdkafka reports -1 for a partition whose lag it does not know yet (and lists the internal
+    partition -1): those are left out rather than shown as a lag of -1."""
+    lag: dict[tuple[str, int], int] = {}
+    for topic, entry in topics.items():
+        for partition, stats in entry.get("partitions", {}).items():
+            value = stats.get("consumer_lag", -1)
+            if int(partition) >= 0 and isinstance(value, int) and value >= 0:
+                lag[(topic, int(partition))] = value
+    return lag
 
 
 class DeliveryReport:

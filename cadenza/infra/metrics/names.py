@@ -21,6 +21,7 @@ __all__ = [
     "ALL_METRICS",
     "BROKER_REACHABLE",
     "BUFFERED_RECORDS",
+    "CONSUMER_LAG",
     "CONTEXT_HEADERS_GARBLED",
     "CONTEXT_HEADERS_MISSING",
     "DEADLINES_MET",
@@ -31,7 +32,9 @@ __all__ = [
     "FEEDBACK_SUPERSEDED",
     "KAFKA_CLIENT_ERRORS",
     "LATENCY_BUCKETS",
+    "LATENCY_TARGET",
     "OPERATOR_LABELS",
+    "PARTITION_BUFFERED_RECORDS",
     "PAUSED_PARTITIONS",
     "PIPELINE_STOPPED",
     "QUEUE_WAIT",
@@ -203,6 +206,15 @@ E2E_LATENCY = MetricDef(
 """Observed at sink operators only: result emitted minus ``t_F`` (the arrival of the input it depends
 on, or the window's expected close), the latency a pipeline's target ``L`` bounds."""
 
+LATENCY_TARGET = MetricDef(
+    "cadenza_latency_target_seconds",
+    _G,
+    "The pipeline's latency target L: a sink result is due by t_F + L.",
+    ("tenant", "pipeline"),
+)
+"""Constant per pipeline, exported so a dashboard can draw the target line next to the
+``E2E_LATENCY`` quantiles without being told the pipelines' configuration."""
+
 # -- worker state ----------------------------------------------------------------------------------
 
 BUFFERED_RECORDS = MetricDef(
@@ -215,6 +227,24 @@ PAUSED_PARTITIONS = MetricDef(
 )
 """Non-zero means the worker is saturated: input arrives faster than it runs it (or a pipeline
 stopped, whose input partitions stay paused: see ``PIPELINE_STOPPED``)."""
+
+PARTITION_BUFFERED_RECORDS = MetricDef(
+    "cadenza_partition_buffered_records",
+    _G,
+    "Records of one assigned input partition waiting in the worker's buffer.",
+    ("topic", "partition"),
+)
+"""The per-partition view of ``BUFFERED_RECORDS`` (summed over the sub-topologies reading the
+partition): which partition fills the buffer, and which ones flow control pauses first."""
+
+CONSUMER_LAG = MetricDef(
+    "cadenza_consumer_lag",
+    _G,
+    "Records of an assigned partition not yet fetched: high watermark minus the fetch position.",
+    ("topic", "partition"),
+)
+"""From librdkafka's statistics (each second), so up to a second old. Growing while the worker is
+busy means input arrives faster than it runs it; growing while it is idle means it is paused."""
 
 PIPELINE_STOPPED = MetricDef(
     "cadenza_pipeline_stopped",
@@ -305,7 +335,10 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     QUEUE_WAIT,
     RUN_TIME,
     E2E_LATENCY,
+    LATENCY_TARGET,
     BUFFERED_RECORDS,
+    PARTITION_BUFFERED_RECORDS,
+    CONSUMER_LAG,
     PAUSED_PARTITIONS,
     PIPELINE_STOPPED,
     BROKER_REACHABLE,

@@ -111,3 +111,24 @@ def test_librdkafka_repeats_pass_once_per_interval_with_the_count_left_out() -> 
         "FAIL [cadenza#consumer-1] connect failed at 10 (9 more like it in the last 10 s not logged)",
         "FAIL [cadenza#producer-2] connect failed at 10 (9 more like it in the last 10 s not logged)",
     ]
+
+
+def test_statistics_give_the_consumer_lag_of_known_partitions_only() -> None:
+    errors = ClientErrors("consumer")
+    report = {
+        "brokers": {"b1": {"state": "UP"}},
+        "topics": {
+            "in": {
+                "partitions": {
+                    "0": {"consumer_lag": 12},
+                    "1": {"consumer_lag": -1},  # librdkafka does not know yet
+                    "-1": {"consumer_lag": 0},  # its internal unassigned partition
+                }
+            },
+            "out": {"partitions": {"3": {"consumer_lag": 0}}},
+        },
+    }
+    errors.statistics(json.dumps(report))
+    assert errors.consumer_lag == {("in", 0): 12, ("out", 3): 0}
+    errors.statistics(json.dumps({"brokers": {}, "topics": {"in": {"partitions": "garbled"}}}))
+    assert errors.consumer_lag == {("in", 0): 12, ("out", 3): 0}  # a malformed report changes nothing

@@ -1,0 +1,73 @@
+"""``cadenza dashboard``: serve the live page of tenants, deadlines and workers until Ctrl-C.
+
+The workers are named on the command line (``--worker``, repeatable: ``host:port`` of each worker's
+``--metrics-port``); the feedback topic is read only when given, for the critical-path and pool
+sections, which otherwise say "not available".
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Annotated
+
+import typer
+
+from cadenza.cli.console import command_errors, console
+from cadenza.dashboard import Dashboard, FeedbackReader, serve_dashboard
+from cadenza.settings import KafkaSettings
+
+
+@command_errors
+def dashboard_command(
+    worker: Annotated[
+        list[str],
+        typer.Option(
+            "--worker",
+            envvar="CADENZA_DASHBOARD_WORKERS",
+            help="A worker's metrics endpoint (host:port or URL); repeat for each worker.",
+        ),
+    ],
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port of the page (0: any free one).")] = 8088,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    feedback_topic: Annotated[
+        str | None,
+        typer.Option(help="Feedback topic to read critical-path summaries and pool decisions from."),
+    ] = None,
+    interval: Annotated[
+        float, typer.Option(min=0.1, max=2.0, help="Seconds between scrapes (the page refreshes as often).")
+    ] = 1.0,
+    window: Annotated[
+        float, typer.Option(min=1.0, help="Seconds the ratios, quantiles and rates are computed over.")
+    ] = 10.0,
+    stale_after: Annotated[
+        float, typer.Option(min=0.5, help="Seconds without a good scrape before data is flagged stale.")
+    ] = 5.0,
+    deadline_goal: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="A tenant meeting fewer of its deadlines than this is marked."),
+    ] = 0.99,
+) -> None:
+    """Serve a live web page of every tenant's deadlines, latency, queue wait and throughput, and of
+    each worker's load, from the workers' Prometheus endpoints."""
+    reader = FeedbackReader(KafkaSettings.load(), feedback_topic) if feedback_topic else None
+    board = Dashboard(
+        worker,
+        window_s=window,
+        stale_after_s=stale_after,
+        deadline_goal=deadline_goal,
+        extras=reader.extras if reader is not None else None,
+    )
+    server = serve_dashboard(board, host=host, port=port, interval_s=interval)
+    console.print(f"dashboard at [bold]{server.url}[/] for {len(set(worker))} worker(s); Ctrl-C stops it")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())  # a container's stop, like Ctrl-C
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        console.print("stopping the dashboard")
+        server.close()
+        if reader is not None:
+            reader.close()

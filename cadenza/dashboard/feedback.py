@@ -1,0 +1,81 @@
+"""The feedback topic's summaries for the page: the critical path and the pool's scaling decisions.
+
+The feedback topic carries the stats job's Avro statistics (which the dashboard does not show) and,
+from the analysers that publish there, JSON summaries. A JSON object is classified by its ``kind``
+(or ``type``) field: one mentioning ``critical`` is a critical-path summary, one mentioning
+``scal``, ``pool`` or ``decision`` a pool decision; the newest of each is shown as it is. Anything
+else (Avro, other JSON, garbage) is skipped and counted, never an error: the topic is shared.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from typing import Any
+
+from cadenza.infra.kafka.clients import make_consumer
+from cadenza.settings import KafkaSettings
+
+__all__ = ["FeedbackReader", "classify"]
+
+_log = logging.getLogger("cadenza.dashboard.feedback")
+
+
+def classify(value: bytes | None) -> tuple[str, dict[str, Any]] | None:
+    """``("critical_path" | "pool", summary)`` for a summary the page shows, else ``None``."""
+    if not value:
+        return None
+    try:
+        document = json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(document, dict):
+        return None
+    kind = str(document.get("kind", document.get("type", ""))).lower()
+    if "critical" in kind:
+        return "critical_path", document
+    if any(word in kind for word in ("scal", "pool", "decision")):
+        return "pool", document
+    return None
+
+
+class FeedbackReader:
+    """Follows the feedback topic in a thread of its own (its own consumer group, from the start)."""
+
+    def __init__(self, settings: KafkaSettings, topic: str) -> None:
+        self.topic = topic
+        self.skipped = 0
+        self._latest: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._consumer, self._errors = make_consumer(settings, f"cadenza-dashboard-{uuid.uuid4().hex[:8]}")
+        self._consumer.subscribe([topic])
+        self._thread = threading.Thread(target=self._run, name="dashboard-feedback", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for message in self._consumer.consume(100, 0.5):
+                if message.error() is not None:
+                    continue
+                found = classify(message.value())
+                with self._lock:
+                    if found is None:
+                        self.skipped += 1
+                    else:
+                        self._latest[found[0]] = found[1]
+
+    def extras(self) -> dict[str, Any]:
+        """What the page's critical-path and pool sections show (``None``: not available yet)."""
+        with self._lock:
+            return {"critical_path": self._latest.get("critical_path"), "pool": self._latest.get("pool")}
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        try:
+            self._consumer.close()
+        except RuntimeError:  # already closed
+            _log.debug("feedback consumer already closed")

@@ -1,0 +1,163 @@
+"""Reading one worker's Prometheus endpoint into the numbers the dashboard draws.
+
+The dashboard keeps no state of its own that matters: everything it shows is derived from what the
+workers already export at ``--metrics-port``, so a restart of the dashboard loses only the history it
+drew. The text is parsed by ``prometheus_client.parser`` (the reference parser), and only the series
+named in :mod:`cadenza.infra.metrics.names` are kept, summed over operators into one entry per
+(tenant, pipeline).
+"""
+
+from __future__ import annotations
+
+import math
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from cadenza.dashboard.histogram import Buckets
+from cadenza.infra.metrics import names
+
+__all__ = [
+    "PipelineCounts",
+    "ScrapeError",
+    "WorkerSnapshot",
+    "metrics_url",
+    "parse_exposition",
+    "scrape_worker",
+]
+
+
+class ScrapeError(Exception):
+    """A worker's endpoint did not answer, or answered with something that is not an exposition."""
+
+
+@dataclass
+class PipelineCounts:
+    """The cumulative counters of one (tenant, pipeline) on one worker, summed over its operators."""
+
+    consumed: float = 0.0
+    met: float = 0.0
+    missed: float = 0.0
+    dead_lettered: float = 0.0
+    target_s: float | None = None
+    e2e: Buckets = field(default_factory=dict)
+    queue_wait: Buckets = field(default_factory=dict)
+
+    @property
+    def results(self) -> float:
+        return self.met + self.missed
+
+
+@dataclass
+class WorkerSnapshot:
+    """One scrape: cumulative counters (which only grow until the worker restarts) and gauges."""
+
+    at: float
+    pipelines: dict[tuple[str, str], PipelineCounts] = field(default_factory=dict)
+    buffered: float = 0.0
+    paused: float = 0.0
+    busy_seconds: float = 0.0
+    """Sum of every operator's run time: its rate is the share of wall time the worker ran records."""
+    restarts: float = 0.0
+    partition_buffered: dict[tuple[str, int], float] = field(default_factory=dict)
+    consumer_lag: dict[tuple[str, int], float] = field(default_factory=dict)
+
+
+def _pipeline(snapshot: WorkerSnapshot, labels: dict[str, str]) -> PipelineCounts | None:
+    tenant, pipeline = labels.get("tenant"), labels.get("pipeline")
+    if tenant is None or pipeline is None:
+        return None
+    return snapshot.pipelines.setdefault((tenant, pipeline), PipelineCounts())
+
+
+def _add_bucket(buckets: Buckets, labels: dict[str, str], value: float) -> None:
+    bound = float(labels.get("le", "nan"))
+    if not math.isnan(bound):
+        buckets[bound] = buckets.get(bound, 0.0) + value
+
+
+def _partition(labels: dict[str, str]) -> tuple[str, int] | None:
+    try:
+        return labels["topic"], int(labels["partition"])
+    except (KeyError, ValueError):
+        return None
+
+
+_COUNTERS = {
+    names.RECORDS_CONSUMED.sample_name: "consumed",
+    names.DEADLINES_MET.sample_name: "met",
+    names.DEADLINES_MISSED.sample_name: "missed",
+    names.RECORDS_DEAD_LETTERED.sample_name: "dead_lettered",
+}
+_BUCKETS = {
+    f"{names.E2E_LATENCY.name}_bucket": "e2e",
+    f"{names.QUEUE_WAIT.name}_bucket": "queue_wait",
+}
+
+
+def parse_exposition(text: str, at: float) -> WorkerSnapshot:
+    """The dashboard's view of one exposition; unknown series are ignored, malformed text raises
+    :class:`ScrapeError` (the worker is then shown as down with the parser's message)."""
+    snapshot = WorkerSnapshot(at=at)
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise ScrapeError(f"not a Prometheus exposition: {exc}") from exc
+    for family in families:
+        for sample in family.samples:
+            name, labels, value = sample.name, sample.labels, float(sample.value)
+            if name in _COUNTERS:
+                counts = _pipeline(snapshot, labels)
+                if counts is not None:
+                    attribute = _COUNTERS[name]
+                    setattr(counts, attribute, getattr(counts, attribute) + value)
+            elif name in _BUCKETS:
+                counts = _pipeline(snapshot, labels)
+                if counts is not None:
+                    _add_bucket(getattr(counts, _BUCKETS[name]), labels, value)
+            elif name == names.LATENCY_TARGET.sample_name:
+                counts = _pipeline(snapshot, labels)
+                if counts is not None:
+                    counts.target_s = value
+            elif name == f"{names.RUN_TIME.name}_sum":
+                snapshot.busy_seconds += value
+            elif name == names.BUFFERED_RECORDS.sample_name:
+                snapshot.buffered = value
+            elif name == names.PAUSED_PARTITIONS.sample_name:
+                snapshot.paused = value
+            elif name == names.WORKER_RESTARTS.sample_name:
+                snapshot.restarts = value
+            elif name in (names.PARTITION_BUFFERED_RECORDS.sample_name, names.CONSUMER_LAG.sample_name):
+                key = _partition(labels)
+                if key is not None:
+                    target = (
+                        snapshot.consumer_lag
+                        if name == names.CONSUMER_LAG.sample_name
+                        else snapshot.partition_buffered
+                    )
+                    target[key] = value
+    return snapshot
+
+
+def metrics_url(url: str) -> str:
+    """``host:port`` or ``http://host:port`` means the worker's ``/metrics``; a full path is kept."""
+    if "://" not in url:
+        url = f"http://{url}"
+    _, _, path = url.partition("://")[2].partition("/")
+    return url if path else f"{url.rstrip('/')}/metrics"
+
+
+def scrape_worker(url: str, at: float, timeout: float = 2.0) -> WorkerSnapshot:
+    """Fetch and parse ``url``; any failure (refused, timeout, HTTP error, garbage) is a
+    :class:`ScrapeError` with a message fit for the page."""
+    try:
+        with urllib.request.urlopen(metrics_url(url), timeout=timeout) as response:
+            text = response.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as exc:
+        raise ScrapeError(f"HTTP {exc.code} {exc.reason}") from exc
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ScrapeError(f"no answer: {reason}") from exc
+    return parse_exposition(text, at)
