@@ -1,0 +1,9 @@
+"""Scaling: DS2's one-step parallelism decision and partition migration plans.
+
+Pure logic with no Kafka dependency, so that every decision can be checked exactly against a brute
+force; the pool and the workers only feed it measured rates and apply what it returns.
+"""
+
+from cadenza.scaling.ds2 import InstanceRates, decide
+
+__all__ = ["InstanceRates", "decide"]
