@@ -5,5 +5,6 @@ force; the pool and the workers only feed it measured rates and apply what it re
 """
 
 from cadenza.scaling.ds2 import InstanceRates, decide
+from cadenza.scaling.migration import STRATEGIES, plan
 
-__all__ = ["InstanceRates", "decide"]
+__all__ = ["STRATEGIES", "InstanceRates", "decide", "plan"]
