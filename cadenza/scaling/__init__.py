@@ -4,7 +4,28 @@ Pure logic with no Kafka dependency, so that every decision can be checked exact
 force; the pool and the workers only feed it measured rates and apply what it returns.
 """
 
+from cadenza.scaling.controller import (
+    Action,
+    ControllerSettings,
+    PoolController,
+    PoolDecision,
+    RateWindow,
+)
 from cadenza.scaling.ds2 import InstanceRates, decide
 from cadenza.scaling.migration import STRATEGIES, plan
+from cadenza.scaling.workers import UnderPartitioned, WorkerDemand, workers_for
 
-__all__ = ["STRATEGIES", "InstanceRates", "decide", "plan"]
+__all__ = [
+    "STRATEGIES",
+    "Action",
+    "ControllerSettings",
+    "InstanceRates",
+    "PoolController",
+    "PoolDecision",
+    "RateWindow",
+    "UnderPartitioned",
+    "WorkerDemand",
+    "decide",
+    "plan",
+    "workers_for",
+]
