@@ -13,6 +13,7 @@ from cadenza.scaling.controller import (
 )
 from cadenza.scaling.ds2 import InstanceRates, decide
 from cadenza.scaling.migration import STRATEGIES, plan
+from cadenza.scaling.rates import RateSample, TrueRateMeter, window_rates
 from cadenza.scaling.workers import UnderPartitioned, WorkerDemand, workers_for
 
 __all__ = [
@@ -22,10 +23,13 @@ __all__ = [
     "InstanceRates",
     "PoolController",
     "PoolDecision",
+    "RateSample",
     "RateWindow",
+    "TrueRateMeter",
     "UnderPartitioned",
     "WorkerDemand",
     "decide",
     "plan",
+    "window_rates",
     "workers_for",
 ]
