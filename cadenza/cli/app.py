@@ -14,6 +14,7 @@ from cadenza.cli.demo import demo
 from cadenza.cli.describe import describe_command
 from cadenza.cli.generate import generate_command
 from cadenza.cli.health import health_command
+from cadenza.cli.pool import pool_command
 from cadenza.cli.spark_stage import spark_stage_command
 from cadenza.cli.stats import stats_command
 from cadenza.cli.worker import worker_command
@@ -29,6 +30,7 @@ app.add_typer(bench_app, name="bench")
 app.command("demo")(demo)
 app.command("describe")(describe_command)
 app.command("worker")(worker_command)
+app.command("pool")(pool_command)
 app.command("generate")(generate_command)
 app.command("health")(health_command)
 app.command("stats")(stats_command)

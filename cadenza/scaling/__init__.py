@@ -11,7 +11,7 @@ from cadenza.scaling.controller import (
     PoolDecision,
     RateWindow,
 )
-from cadenza.scaling.ds2 import InstanceRates, decide
+from cadenza.scaling.ds2 import InstanceRates, decide, raw_parallelism
 from cadenza.scaling.migration import STRATEGIES, plan
 from cadenza.scaling.rates import RateSample, TrueRateMeter, window_rates
 from cadenza.scaling.workers import UnderPartitioned, WorkerDemand, workers_for
@@ -30,6 +30,7 @@ __all__ = [
     "WorkerDemand",
     "decide",
     "plan",
+    "raw_parallelism",
     "window_rates",
     "workers_for",
 ]

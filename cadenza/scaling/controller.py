@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from cadenza.scaling.ds2 import InstanceRates, decide
+from cadenza.scaling.ds2 import InstanceRates, decide, raw_parallelism
 from cadenza.scaling.workers import UnderPartitioned, workers_for
 from cadenza.scheduling.clock import Clock
 
@@ -168,8 +168,12 @@ class PoolController:
         parallelism = decide(
             window.operators, window.edges, window.rates, window.source_rates, s.over_provisioning
         )
+        raw = raw_parallelism(window.operators, window.edges, window.rates, window.source_rates)
         has_upstream = {down for _, down in window.edges}
-        sub_topologies = {name: float(p) for name, p in parallelism.items() if name in has_upstream}
+        # Unrounded demand in cores: fractions of different sub-topologies share a worker's core.
+        sub_topologies = {
+            name: r * (1 + s.over_provisioning) for name, r in raw.items() if name in has_upstream
+        }
         demand = workers_for(sub_topologies, window.partitions, s.utilisation_target)
         proposed = min(max(demand.workers, s.min_workers), s.max_workers)
         if proposed == current:

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["InstanceRates", "decide"]
+__all__ = ["InstanceRates", "decide", "raw_parallelism"]
 
 
 @dataclass(frozen=True)
@@ -115,34 +115,40 @@ def _validate(
         raise ValueError(f"over_provisioning must be a finite fraction >= 0, got {over_provisioning!r}")
 
 
-def decide(
+def raw_parallelism(
     operators: Mapping[str, int],
     edges: Sequence[tuple[str, str]],
     rates: Mapping[str, Sequence[InstanceRates]],
     source_rates: Mapping[str, float] | None = None,
-    over_provisioning: float = 0.0,
-) -> dict[str, int]:
-    """Each operator's optimal number of instances under DS2's model.
+) -> dict[str, float]:
+    """DS2's unrounded ``raw_i`` per operator (a source's is its current instance count).
 
-    Sources keep their current instances (their rate is the input, not a decision). Each edge carries
-    its upstream's whole target output, so an operator's target input is the sum over its incoming
-    edges. Raises :class:`ValueError` naming the culprit for a cycle, an operator without rates (or
-    with a rate count different from its instances), a non-positive instance count, negative or
-    non-finite rates, or a zero true processing rate where input arrives.
+    :func:`decide` rounds these up; the pool needs them unrounded, because a worker runs every
+    sub-topology and fractions of different sub-topologies share its core. Same checks as
+    :func:`decide`.
     """
-    _validate(operators, edges, rates, source_rates, over_provisioning)
+    _validate(operators, edges, rates, source_rates, 0.0)
+    return _raw(operators, edges, rates, source_rates)
+
+
+def _raw(
+    operators: Mapping[str, int],
+    edges: Sequence[tuple[str, str]],
+    rates: Mapping[str, Sequence[InstanceRates]],
+    source_rates: Mapping[str, float] | None,
+) -> dict[str, float]:
     order = _topological_order(operators, edges)
     upstreams: dict[str, list[str]] = {name: [] for name in operators}
     for upstream, down in edges:
         upstreams[down].append(upstream)
 
     target_output: dict[str, float] = {}
-    decision: dict[str, int] = {}
+    raw: dict[str, float] = {}
     for name in order:
         p_i = operators[name]
         instance_rates = rates[name]
         if not upstreams[name]:
-            decision[name] = p_i
+            raw[name] = float(p_i)
             if source_rates is not None and name in source_rates:
                 target_output[name] = source_rates[name]
             else:
@@ -159,6 +165,30 @@ def decide(
             raw_i = 0.0
         else:
             raw_i = target_input / (true_processing / p_i)
-        decision[name] = math.ceil(raw_i * (1 + over_provisioning))
+        raw[name] = raw_i
         target_output[name] = sum(r.true_output for r in instance_rates) * raw_i / p_i
-    return {name: decision[name] for name in operators}
+    return {name: raw[name] for name in operators}
+
+
+def decide(
+    operators: Mapping[str, int],
+    edges: Sequence[tuple[str, str]],
+    rates: Mapping[str, Sequence[InstanceRates]],
+    source_rates: Mapping[str, float] | None = None,
+    over_provisioning: float = 0.0,
+) -> dict[str, int]:
+    """Each operator's optimal number of instances under DS2's model.
+
+    Sources keep their current instances (their rate is the input, not a decision). Each edge carries
+    its upstream's whole target output, so an operator's target input is the sum over its incoming
+    edges. Raises :class:`ValueError` naming the culprit for a cycle, an operator without rates (or
+    with a rate count different from its instances), a non-positive instance count, negative or
+    non-finite rates, or a zero true processing rate where input arrives.
+    """
+    _validate(operators, edges, rates, source_rates, over_provisioning)
+    has_upstream = {down for _, down in edges}
+    raw = _raw(operators, edges, rates, source_rates)
+    return {
+        name: math.ceil(raw_i * (1 + over_provisioning)) if name in has_upstream else operators[name]
+        for name, raw_i in raw.items()
+    }

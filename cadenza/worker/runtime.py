@@ -73,7 +73,7 @@ from cadenza.worker.decode import make_registry_client
 from cadenza.worker.inflight import InFlight, Pending
 from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.output import Output
-from cadenza.worker.rates import DEFAULT_RATE_WINDOW_S, track_true_rates
+from cadenza.worker.rates import track_true_rates
 from cadenza.worker.restoring import StateRestorer
 from cadenza.worker.task import Task, build_tasks
 from cadenza.worker.topics import plan_topics
@@ -126,10 +126,10 @@ class Worker:
     ``state_store``: ``memory`` or ``rocksdb`` (under ``state_dir``); either way the changelog topics
     are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     Each sub-topology's true and observed rates (for scaling) are exported over windows of
-    ``rate_window_s`` (see :mod:`cadenza.worker.rates`).
+    ``rate_window_s`` (None: ``CADENZA_RATE_WINDOW_S`` or 10 s; see :mod:`cadenza.worker.rates`).
     """
 
-    rate_window_s: float = DEFAULT_RATE_WINDOW_S
+    rate_window_s: float | None = None
 
     def __init__(
         self,

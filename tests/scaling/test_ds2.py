@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cadenza.scaling import InstanceRates, decide
+from cadenza.scaling import InstanceRates, decide, raw_parallelism
 
 
 def _brute_force(
@@ -220,3 +220,20 @@ def test_one_step_convergence_when_rates_scale_linearly(
     first = decide(operators, edges, measured(operators), source_rates, over)
     second = decide(first, edges, measured(first), source_rates, over)
     assert second == first
+
+
+@settings(max_examples=200, deadline=None)
+@given(_dags())
+def test_raw_parallelism_is_what_decide_rounds(
+    case: tuple[
+        dict[str, int], list[tuple[str, str]], dict[str, list[InstanceRates]], dict[str, float] | None, float
+    ],
+) -> None:
+    operators, edges, rates, source_rates, over = case
+    raw = raw_parallelism(operators, edges, rates, source_rates)
+    has_upstream = {d for _, d in edges}
+    rounded = {
+        name: math.ceil(r * (1 + over)) if name in has_upstream else operators[name]
+        for name, r in raw.items()
+    }
+    assert rounded == decide(operators, edges, rates, source_rates, over)

@@ -36,6 +36,8 @@ __all__ = [
     "OPERATOR_LABELS",
     "PAUSED_PARTITIONS",
     "PIPELINE_STOPPED",
+    "POOL_DESIRED_WORKERS",
+    "POOL_WORKERS",
     "QUEUE_WAIT",
     "RECORDS_CONSUMED",
     "RECORDS_DEAD_LETTERED",
@@ -336,6 +338,14 @@ OBSERVED_OUTPUT_RATE = MetricDef(
 )
 """The sub-topology's output rate as its downstream sees it."""
 
+POOL_DESIRED_WORKERS = MetricDef(
+    "cadenza_pool_desired_workers", _G, "Worker processes the pool controller wants (DS2, bounded)."
+)
+"""Exported by ``cadenza pool``; on Kubernetes an HPA (or KEDA) scales the worker Deployment to it."""
+
+POOL_WORKERS = MetricDef("cadenza_pool_workers", _G, "Worker processes the pool is running.")
+"""Differs from the desired count while a change is being applied."""
+
 ALL_METRICS: tuple[MetricDef, ...] = (
     RECORDS_CONSUMED,
     RECORDS_PROCESSED,
@@ -364,5 +374,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     TRUE_OUTPUT_RATE,
     OBSERVED_PROCESSING_RATE,
     OBSERVED_OUTPUT_RATE,
+    POOL_DESIRED_WORKERS,
+    POOL_WORKERS,
 )
 """Every metric above, in the order the docs list them."""
