@@ -16,7 +16,7 @@ from cadenza.infra.metrics.server import MetricsServer
 from cadenza.pipelines import load_pipelines
 from cadenza.scaling.controller import ControllerSettings, PoolController
 from cadenza.scaling.observe import dataflow
-from cadenza.scaling.pool import Pool, WorkerProcesses
+from cadenza.scaling.pool import Pool, ServiceWorkers, WorkerProcesses
 from cadenza.scheduling.clock import SystemClock
 from cadenza.settings import KafkaSettings
 from cadenza.worker.topology import split
@@ -55,6 +55,17 @@ def pool_command(
             help="Serve the pool's /metrics (cadenza_pool_desired_workers, cadenza_pool_workers).",
         ),
     ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(envvar="CADENZA_POOL_METRICS_HOST", help="Address the pool's metrics port binds.")
+    ] = "127.0.0.1",
+    worker_service: Annotated[
+        str | None,
+        typer.Option(
+            envvar="CADENZA_POOL_WORKER_SERVICE",
+            help="HOST:PORT of workers run elsewhere (a Kubernetes headless Service): observe and "
+            "decide only; the HPA on cadenza_pool_desired_workers applies the decision.",
+        ),
+    ] = None,
     worker_option: Annotated[
         list[str] | None,
         typer.Option(
@@ -78,10 +89,17 @@ def pool_command(
     flow = dataflow((graph.name, split(graph)) for graph in graphs)
     clock = SystemClock()
     controller = PoolController(controller_settings, clock, workers=min_workers)
-    processes = WorkerProcesses(
-        [*modules, "--group", group, *(worker_option or [])],
-        env={**os.environ, "CADENZA_RATE_WINDOW_S": str(interval)},
-    )
+    processes: WorkerProcesses | ServiceWorkers
+    if worker_service is not None:
+        host, _, port = worker_service.rpartition(":")
+        if not host or not port.isdigit():
+            raise typer.BadParameter(f"--worker-service must be HOST:PORT, got {worker_service!r}")
+        processes = ServiceWorkers(host, int(port))
+    else:
+        processes = WorkerProcesses(
+            [*modules, "--group", group, *(worker_option or [])],
+            env={**os.environ, "CADENZA_RATE_WINDOW_S": str(interval)},
+        )
     pool = Pool(
         settings,
         group,
@@ -94,7 +112,7 @@ def pool_command(
     )
     server: MetricsServer | None = None
     if metrics_port is not None:
-        server = pool.exporter.start_http(metrics_port)
+        server = pool.exporter.start_http(metrics_port, host=metrics_host)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -36,7 +36,7 @@ from cadenza.scaling.observe import Dataflow, SubKey, parse_rates, rate_window
 from cadenza.scheduling.clock import Clock
 from cadenza.settings import KafkaSettings
 
-__all__ = ["POOL_DECISION_KIND", "Pool", "WorkerProcesses", "wait_processes"]
+__all__ = ["POOL_DECISION_KIND", "Pool", "ServiceWorkers", "WorkerProcesses", "wait_processes"]
 
 _log = logging.getLogger(__name__)
 
@@ -117,6 +117,48 @@ class WorkerProcesses:
         self.scale_to(0)
 
 
+@dataclass
+class ServiceWorkers:
+    """Workers someone else runs (a Kubernetes Deployment), found through a headless Service's DNS.
+
+    The controller only observes and decides here: the HPA on ``cadenza_pool_desired_workers``
+    changes the replicas, so :meth:`scale_to` does nothing and the count is what DNS answers.
+    """
+
+    host: str
+    port: int
+    _addresses: list[str] = field(default_factory=list)
+
+    def _resolve(self) -> list[str]:
+        try:
+            infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            _log.warning("cannot resolve worker service %s: %s", self.host, exc)
+            return []
+        return sorted({str(info[4][0]) for info in infos})
+
+    def __len__(self) -> int:
+        return len(self._addresses)
+
+    def urls(self) -> list[str]:
+        return [
+            f"http://[{a}]:{self.port}/metrics" if ":" in a else f"http://{a}:{self.port}/metrics"
+            for a in self._addresses
+        ]
+
+    def reap(self) -> int:
+        """Re-resolve; a change in the number of workers counts as a reconfiguration."""
+        before = len(self._addresses)
+        self._addresses = self._resolve()
+        return abs(len(self._addresses) - before)
+
+    def scale_to(self, count: int) -> None:
+        _log.info("desired workers: %d (applied by the HPA, not by this process)", count)
+
+    def stop_all(self) -> None:
+        return
+
+
 class Pool:
     """One controller, its worker processes, and the loop that joins them."""
 
@@ -126,7 +168,7 @@ class Pool:
         group: str,
         flow: Dataflow,
         controller: PoolController,
-        processes: WorkerProcesses,
+        processes: WorkerProcesses | ServiceWorkers,
         *,
         clock: Clock,
         interval_s: float,
@@ -206,14 +248,17 @@ class Pool:
                 headers=[(KIND_HEADER, POOL_DECISION_KIND)],
             )
             self._producer.poll(0)
-        if decision.desired != len(self.processes):
+        if decision.desired != len(self.processes) and isinstance(self.processes, WorkerProcesses):
             self.processes.scale_to(decision.desired)
         return decision
 
     def run(self, stop: threading.Event) -> None:
         """Start the controller's workers, then evaluate every interval until ``stop`` is set."""
-        self.processes.scale_to(self.controller.workers)
-        self.controller.reconfigured(len(self.processes))
+        if isinstance(self.processes, WorkerProcesses):
+            self.processes.scale_to(self.controller.workers)
+        else:
+            self.processes.reap()
+        self.controller.reconfigured(max(1, len(self.processes)))
         try:
             while not stop.wait(self.interval_s):
                 self.step()
