@@ -24,19 +24,20 @@ import time
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from cadenza.infra.kafka.clients import make_admin, make_producer
 from cadenza.infra.kafka.offsets import end_offsets
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.feedback import KIND_HEADER
 from cadenza.infra.metrics.prometheus import PrometheusExporter
-from cadenza.scaling.controller import PoolController, PoolDecision
+from cadenza.scaling.controller import PoolDecision, RateWindow
 from cadenza.scaling.ds2 import InstanceRates
 from cadenza.scaling.observe import Dataflow, SubKey, parse_rates, rate_window
 from cadenza.scheduling.clock import Clock
 from cadenza.settings import KafkaSettings
 
-__all__ = ["POOL_DECISION_KIND", "Pool", "ServiceWorkers", "WorkerProcesses", "wait_processes"]
+__all__ = ["POOL_DECISION_KIND", "Controller", "Pool", "ServiceWorkers", "WorkerProcesses", "wait_processes"]
 
 _log = logging.getLogger(__name__)
 
@@ -48,6 +49,17 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+class Controller(Protocol):
+    """What the pool needs of a controller (DS2's, or the threshold baseline)."""
+
+    @property
+    def workers(self) -> int: ...
+
+    def reconfigured(self, workers: int) -> None: ...
+
+    def evaluate(self, window: RateWindow) -> PoolDecision: ...
 
 
 @dataclass
@@ -167,7 +179,7 @@ class Pool:
         settings: KafkaSettings,
         group: str,
         flow: Dataflow,
-        controller: PoolController,
+        controller: Controller,
         processes: WorkerProcesses | ServiceWorkers,
         *,
         clock: Clock,
