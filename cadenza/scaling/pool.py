@@ -199,6 +199,8 @@ class Pool:
         self.exporter.register_callback(names.POOL_DESIRED_WORKERS, lambda: self.controller.workers)
         self.exporter.register_callback(names.POOL_WORKERS, lambda: len(self.processes))
         self.decisions: list[PoolDecision] = []
+        #: The last window the controller saw (for benchmarks and debugging).
+        self.last_window: RateWindow | None = None
         self._producer = make_producer(settings)[0] if feedback_topic is not None else None
         self._last_ends: tuple[float, dict[str, int]] | None = None
         self._partitions: dict[str, int] = {}
@@ -244,6 +246,7 @@ class Pool:
         if arrivals is None:
             return None
         window = rate_window(self.flow, workers, arrivals, self._topic_partitions())
+        self.last_window = window
         try:
             decision = self.controller.evaluate(window)
         except ValueError as exc:
