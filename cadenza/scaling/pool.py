@@ -13,6 +13,7 @@ Workers stop with SIGTERM, so a scale-in hands their partitions over cleanly (co
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import signal
@@ -252,7 +253,17 @@ class Pool:
         except ValueError as exc:
             _log.warning("no decision this window: %s", exc)
             return None
-        record = {**decision.as_dict(), "group": self.group, "arrival_rates": arrivals}
+        record = {
+            **decision.as_dict(),
+            "group": self.group,
+            "arrival_rates": arrivals,
+            # the measured rates DS2 decided from: one entry per instance that did useful work
+            "rates": {
+                name: [dataclasses.asdict(r) for r in instances]
+                for name, instances in window.rates.items()
+                if name in self.flow.sub_topologies
+            },
+        }
         _log.info("pool decision %s", json.dumps(record, sort_keys=True))
         self.decisions.append(decision)
         if self._producer is not None and self.feedback_topic is not None:

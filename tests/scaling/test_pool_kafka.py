@@ -128,6 +128,8 @@ def test_the_pool_scales_out_from_measured_rates_and_publishes_its_decisions(
         assert [b["action"] for b in bodies] == [d.action for d in pool.decisions]
         assert bodies[-1]["desired"] == pool.decisions[-1].desired
         assert all(b["group"] == group and source in b["arrival_rates"] for b in bodies)
+        # the true rates the decision came from travel with it
+        assert all(b["rates"][sub][0]["true_processing"] > 0 for b in bodies)
         wait_processes(processes, timeout=60)  # every worker up (signal handlers set) before the stop
     finally:
         stop.set()
