@@ -15,6 +15,7 @@ from cadenza.cli.demo import demo
 from cadenza.cli.describe import describe_command
 from cadenza.cli.generate import generate_command
 from cadenza.cli.health import health_command
+from cadenza.cli.pool import pool_command
 from cadenza.cli.spark_stage import spark_stage_command
 from cadenza.cli.stats import stats_command
 from cadenza.cli.worker import worker_command
@@ -31,6 +32,7 @@ app.command("demo")(demo)
 app.command("dashboard")(dashboard_command)
 app.command("describe")(describe_command)
 app.command("worker")(worker_command)
+app.command("pool")(pool_command)
 app.command("generate")(generate_command)
 app.command("health")(health_command)
 app.command("stats")(stats_command)

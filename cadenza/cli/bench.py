@@ -116,6 +116,22 @@ def s1(
     console.print(module.format_table(result), highlight=False, markup=False)
 
 
+@bench_app.command("scaling")
+@command_errors
+def scaling(out: OutOption, quick: QuickOption = False, bootstrap: BootstrapOption = None) -> None:
+    """S4: DS2 against a threshold autoscaler sizing real worker processes, from 1 and from too many.
+
+    Writes OUT/scaling.json (per run: workers, desired, input rate and lag over time, scaling actions,
+    direction changes) and OUT/scaling.png.
+    """
+    module = load_benchmark("bench_scaling")
+    config = module.quick_config() if quick else module.ScalingConfig()
+    result = module.run_benchmark(
+        out, config=config, bootstrap=bootstrap, progress=lambda line: console.print(line, markup=False)
+    )
+    console.print(module.format_table(result), highlight=False, markup=False)
+
+
 @bench_app.command("overhead")
 @command_errors
 def overhead(out: OutOption, quick: QuickOption = False, bootstrap: BootstrapOption = None) -> None:

@@ -360,6 +360,7 @@ def plan_schedules(
         downstream = edges.setdefault(schedule.pipeline, {}).setdefault(schedule.operator_id, [])
         for op in iter_operators(schedule.task.root):
             if isinstance(op, KeyByOp):
+                op.metrics = exporter.operator(schedule.tenant, schedule.pipeline, op.node_id)
                 target = by_input.get((schedule.pipeline, op.topic))
                 if target is not None:
                     op.stamp = _KeyByStamp(policy, target)

@@ -73,6 +73,7 @@ from cadenza.worker.decode import make_registry_client
 from cadenza.worker.inflight import InFlight, Pending
 from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.output import Output
+from cadenza.worker.rates import track_true_rates
 from cadenza.worker.restoring import StateRestorer
 from cadenza.worker.task import Task, build_tasks
 from cadenza.worker.topics import plan_topics
@@ -124,7 +125,11 @@ class Worker:
     window's watermark back (``None``: never; windows then wait for every input).
     ``state_store``: ``memory`` or ``rocksdb`` (under ``state_dir``); either way the changelog topics
     are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
+    Each sub-topology's true and observed rates (for scaling) are exported over windows of
+    ``rate_window_s`` (None: ``CADENZA_RATE_WINDOW_S`` or 10 s; see :mod:`cadenza.worker.rates`).
     """
+
+    rate_window_s: float | None = None
 
     def __init__(
         self,
@@ -353,6 +358,7 @@ class Worker:
         self._fanout = max((len(pairs) for pairs in self._stages.values()), default=1)
         self.exporter.register_callback(names.BUFFERED_RECORDS, lambda: len(self.scheduler))
         self.exporter.register_callback(names.PAUSED_PARTITIONS, lambda: len(self._paused))
+        self.rates = track_true_rates(self.exporter, self._schedules, window_s=self.rate_window_s)
         tenants = {graph.name: graph.tenant for graph in self.graphs}
         targets: dict[tuple[str, ...], float | int] = {
             (g.tenant, g.name): g.latency_target_s for g in self.graphs

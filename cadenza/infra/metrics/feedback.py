@@ -19,6 +19,7 @@ from cadenza.schemas.errors import DecodeError, EncodeError
 __all__ = [
     "FEEDBACK_AVSC",
     "FEEDBACK_CODEC",
+    "KIND_HEADER",
     "FeedbackRecord",
     "decode_feedback",
     "encode_feedback",
@@ -30,6 +31,10 @@ FEEDBACK_AVSC = "feedback.avsc"
 
 FEEDBACK_CODEC = AvscCodec(FEEDBACK_AVSC)
 """Shared codec (stateless, thread-safe); its ``headers()`` go on every feedback record."""
+
+KIND_HEADER = "cadenza-kind"
+"""Set on records of other kinds that share the feedback topic (``pool-decision``: a pool controller's
+decision, JSON); the feedback consumer skips them without counting them malformed."""
 
 _KEY_SEPARATOR = "\x00"
 _TIME_FIELDS = ("window_start", "window_end", "produced_at")

@@ -44,7 +44,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 
 from cadenza.infra.kafka.clients import ClientErrors, make_consumer
 from cadenza.infra.kafka.errors import TopicError, from_kafka_error
-from cadenza.infra.metrics.feedback import FeedbackRecord, decode_feedback
+from cadenza.infra.kafka.headers import get_header
+from cadenza.infra.metrics.feedback import KIND_HEADER, FeedbackRecord, decode_feedback
 from cadenza.scheduling.costs import CostModel
 from cadenza.schemas.errors import DecodeError
 from cadenza.settings import KafkaSettings
@@ -211,6 +212,8 @@ class FeedbackConsumer:
                 self.last_error = from_kafka_error(error, f"reading feedback topic {self.topic!r}")
                 _log.warning("%s", self.last_error)
             return
+        if get_header(message.headers(), KIND_HEADER) is not None:
+            return  # another kind of record on the topic (a pool decision), not statistics
         self.received += 1
         try:
             record = decode_feedback(message.value(), message.headers())

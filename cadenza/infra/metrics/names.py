@@ -33,10 +33,14 @@ __all__ = [
     "KAFKA_CLIENT_ERRORS",
     "LATENCY_BUCKETS",
     "LATENCY_TARGET",
+    "OBSERVED_OUTPUT_RATE",
+    "OBSERVED_PROCESSING_RATE",
     "OPERATOR_LABELS",
     "PARTITION_BUFFERED_RECORDS",
     "PAUSED_PARTITIONS",
     "PIPELINE_STOPPED",
+    "POOL_DESIRED_WORKERS",
+    "POOL_WORKERS",
     "QUEUE_WAIT",
     "RECORDS_CONSUMED",
     "RECORDS_DEAD_LETTERED",
@@ -46,6 +50,9 @@ __all__ = [
     "RUN_TIME",
     "SPANS_DROPPED",
     "SPANS_PRODUCED",
+    "SUBTOPOLOGY_LABELS",
+    "TRUE_OUTPUT_RATE",
+    "TRUE_PROCESSING_RATE",
     "WORKER_RESTARTS",
     "MetricDef",
     "MetricKind",
@@ -322,6 +329,53 @@ could not keep up, and the worker is never made to wait for it), ``producer_full
 own queue refused the record), ``encode`` (a span field could not be encoded) or ``delivery`` (Kafka
 did not acknowledge it). Sampled-out spans are not drops."""
 
+# -- rates for scaling (DS2) -----------------------------------------------------------------------
+
+SUBTOPOLOGY_LABELS: tuple[str, str, str] = ("tenant", "pipeline", "sub_topology")
+"""A sub-topology is named by its input topic, unique within a pipeline."""
+
+TRUE_PROCESSING_RATE = MetricDef(
+    "cadenza_true_processing_rate",
+    _G,
+    "Records a sub-topology processed per second of useful (busy) time, over the last rate window.",
+    SUBTOPOLOGY_LABELS,
+)
+"""DS2's true processing rate of this worker's instance of the sub-topology: what it could absorb if
+it never waited. 0 when nothing ran in the window."""
+
+TRUE_OUTPUT_RATE = MetricDef(
+    "cadenza_true_output_rate",
+    _G,
+    "Records a sub-topology produced per second of useful (busy) time, over the last rate window.",
+    SUBTOPOLOGY_LABELS,
+)
+"""Produced counts sink and repartition records of the sub-topology's steps (a join's output counts in
+both of its input sub-topologies)."""
+
+OBSERVED_PROCESSING_RATE = MetricDef(
+    "cadenza_observed_processing_rate",
+    _G,
+    "Records a sub-topology processed per second of wall time, over the last rate window.",
+    SUBTOPOLOGY_LABELS,
+)
+"""Against the true rate it gives how busy the instance was."""
+
+OBSERVED_OUTPUT_RATE = MetricDef(
+    "cadenza_observed_output_rate",
+    _G,
+    "Records a sub-topology produced per second of wall time, over the last rate window.",
+    SUBTOPOLOGY_LABELS,
+)
+"""The sub-topology's output rate as its downstream sees it."""
+
+POOL_DESIRED_WORKERS = MetricDef(
+    "cadenza_pool_desired_workers", _G, "Worker processes the pool controller wants (DS2, bounded)."
+)
+"""Exported by ``cadenza pool``; on Kubernetes an HPA (or KEDA) scales the worker Deployment to it."""
+
+POOL_WORKERS = MetricDef("cadenza_pool_workers", _G, "Worker processes the pool is running.")
+"""Differs from the desired count while a change is being applied."""
+
 ALL_METRICS: tuple[MetricDef, ...] = (
     RECORDS_CONSUMED,
     RECORDS_PROCESSED,
@@ -349,5 +403,11 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     FEEDBACK_SUPERSEDED,
     SPANS_PRODUCED,
     SPANS_DROPPED,
+    TRUE_PROCESSING_RATE,
+    TRUE_OUTPUT_RATE,
+    OBSERVED_PROCESSING_RATE,
+    OBSERVED_OUTPUT_RATE,
+    POOL_DESIRED_WORKERS,
+    POOL_WORKERS,
 )
 """Every metric above, in the order the docs list them."""

@@ -8,6 +8,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from pydantic import BaseModel
 
+from cadenza.infra.metrics.prometheus import OperatorMetrics
 from cadenza.operators import Window
 from cadenza.pipelines.graph import TopicFormat
 from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext
@@ -45,7 +46,7 @@ class KeyByOp(Operator):
     is dropped here: after re-keying, the record is grouped anew.
     """
 
-    __slots__ = ("_last", "_seq", "counters", "dead", "fn", "output", "stamp", "topic")
+    __slots__ = ("_last", "_seq", "counters", "dead", "fn", "metrics", "output", "stamp", "topic")
 
     def __init__(
         self,
@@ -67,6 +68,8 @@ class KeyByOp(Operator):
         self._seq = 0
         #: Set by the worker's scheduling (see :mod:`cadenza.worker.deadlines`).
         self.stamp: KeyByStamp | None = None
+        #: This step's Prometheus series, set by the worker: repartition records count as produced.
+        self.metrics: OperatorMetrics | None = None
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         try:
@@ -99,6 +102,9 @@ class KeyByOp(Operator):
             self.dead.function_failed(unit, self.node_id, exc)
             return
         self.counters.produced += 1
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.produced += 1
 
 
 class SinkOp(Operator):

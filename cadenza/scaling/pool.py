@@ -1,0 +1,308 @@
+"""``cadenza pool``: run ``cadenza worker`` processes in one group and size them with DS2.
+
+The pool is the embedded deployment of the controller: every policy interval it scrapes each
+worker's rate gauges, measures how fast records arrive on the source topics (end offsets over time),
+asks :class:`~cadenza.scaling.PoolController` for a worker count and starts or stops processes to
+match. Each decision is logged with its inputs, published on the feedback topic (JSON, marked with
+the ``cadenza-kind: pool-decision`` header so workers skip it) and exported as
+``cadenza_pool_desired_workers`` / ``cadenza_pool_workers``. On Kubernetes the same decision drives a
+Deployment through an HPA on the desired-workers metric (see ``docker/k8s/``).
+
+Workers stop with SIGTERM, so a scale-in hands their partitions over cleanly (commit, leave group).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cadenza.infra.kafka.clients import make_admin, make_producer
+from cadenza.infra.kafka.offsets import end_offsets
+from cadenza.infra.metrics import names
+from cadenza.infra.metrics.feedback import KIND_HEADER
+from cadenza.infra.metrics.prometheus import PrometheusExporter
+from cadenza.scaling.controller import PoolDecision, RateWindow
+from cadenza.scaling.ds2 import InstanceRates
+from cadenza.scaling.observe import Dataflow, SubKey, parse_rates, rate_window
+from cadenza.scheduling.clock import Clock
+from cadenza.settings import KafkaSettings
+
+__all__ = ["POOL_DECISION_KIND", "Controller", "Pool", "ServiceWorkers", "WorkerProcesses", "wait_processes"]
+
+_log = logging.getLogger(__name__)
+
+POOL_DECISION_KIND = b"pool-decision"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Controller(Protocol):
+    """What the pool needs of a controller (DS2's, or the threshold baseline)."""
+
+    @property
+    def workers(self) -> int: ...
+
+    def reconfigured(self, workers: int) -> None: ...
+
+    def evaluate(self, window: RateWindow) -> PoolDecision: ...
+
+
+@dataclass
+class _Process:
+    popen: subprocess.Popen[bytes]
+    port: int
+
+
+@dataclass
+class WorkerProcesses:
+    """``cadenza worker`` child processes, newest last; scale-in stops the newest first."""
+
+    worker_args: Sequence[str]
+    env: Mapping[str, str] | None = None
+    """The workers' environment (None: the pool's own)."""
+    stop_timeout: float = 30.0
+    processes: list[_Process] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.processes)
+
+    def urls(self) -> list[str]:
+        return [f"http://127.0.0.1:{p.port}/metrics" for p in self.processes]
+
+    def reap(self) -> int:
+        """Forget processes that exited on their own; how many did."""
+        alive = [p for p in self.processes if p.popen.poll() is None]
+        gone = len(self.processes) - len(alive)
+        for p in self.processes:
+            if p not in alive:
+                _log.warning("worker on port %d exited with %s", p.port, p.popen.returncode)
+        self.processes = alive
+        return gone
+
+    def scale_to(self, count: int) -> None:
+        while len(self.processes) < count:
+            port = _free_port()
+            command = [
+                sys.executable,
+                "-m",
+                "cadenza",
+                "worker",
+                *self.worker_args,
+                "--metrics-port",
+                str(port),
+            ]
+            env = None if self.env is None else dict(self.env)
+            popen = subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env)
+            self.processes.append(_Process(popen, port))
+            _log.info("started worker pid %d (metrics port %d)", popen.pid, port)
+        stopping = self.processes[count:]
+        self.processes = self.processes[:count]
+        for p in stopping:
+            p.popen.send_signal(signal.SIGTERM)
+        for p in stopping:
+            try:
+                p.popen.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                _log.warning(
+                    "worker pid %d ignored SIGTERM for %.0fs: killing it", p.popen.pid, self.stop_timeout
+                )
+                p.popen.kill()
+                p.popen.wait()
+            _log.info("stopped worker pid %d (exit %s)", p.popen.pid, p.popen.returncode)
+
+    def stop_all(self) -> None:
+        self.scale_to(0)
+
+
+@dataclass
+class ServiceWorkers:
+    """Workers someone else runs (a Kubernetes Deployment), found through a headless Service's DNS.
+
+    The controller only observes and decides here: the HPA on ``cadenza_pool_desired_workers``
+    changes the replicas, so :meth:`scale_to` does nothing and the count is what DNS answers.
+    """
+
+    host: str
+    port: int
+    _addresses: list[str] = field(default_factory=list)
+
+    def _resolve(self) -> list[str]:
+        try:
+            infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            _log.warning("cannot resolve worker service %s: %s", self.host, exc)
+            return []
+        return sorted({str(info[4][0]) for info in infos})
+
+    def __len__(self) -> int:
+        return len(self._addresses)
+
+    def urls(self) -> list[str]:
+        return [
+            f"http://[{a}]:{self.port}/metrics" if ":" in a else f"http://{a}:{self.port}/metrics"
+            for a in self._addresses
+        ]
+
+    def reap(self) -> int:
+        """Re-resolve; a change in the number of workers counts as a reconfiguration."""
+        before = len(self._addresses)
+        self._addresses = self._resolve()
+        return abs(len(self._addresses) - before)
+
+    def scale_to(self, count: int) -> None:
+        _log.info("desired workers: %d (applied by the HPA, not by this process)", count)
+
+    def stop_all(self) -> None:
+        return
+
+
+class Pool:
+    """One controller, its worker processes, and the loop that joins them."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        group: str,
+        flow: Dataflow,
+        controller: Controller,
+        processes: WorkerProcesses | ServiceWorkers,
+        *,
+        clock: Clock,
+        interval_s: float,
+        feedback_topic: str | None = None,
+        exporter: PrometheusExporter | None = None,
+    ) -> None:
+        self.settings = settings
+        self.group = group
+        self.flow = flow
+        self.controller = controller
+        self.processes = processes
+        self.clock = clock
+        self.interval_s = interval_s
+        self.feedback_topic = feedback_topic
+        self.exporter = exporter if exporter is not None else PrometheusExporter()
+        self.exporter.register_callback(names.POOL_DESIRED_WORKERS, lambda: self.controller.workers)
+        self.exporter.register_callback(names.POOL_WORKERS, lambda: len(self.processes))
+        self.decisions: list[PoolDecision] = []
+        #: The last window the controller saw (for benchmarks and debugging).
+        self.last_window: RateWindow | None = None
+        self._producer = make_producer(settings)[0] if feedback_topic is not None else None
+        self._last_ends: tuple[float, dict[str, int]] | None = None
+        self._partitions: dict[str, int] = {}
+
+    def _topic_partitions(self) -> dict[str, int]:
+        topics = {*self.flow.sources.values(), *(topic for _, topic in self.flow.sub_topologies.values())}
+        if not topics <= self._partitions.keys():
+            metadata = make_admin(self.settings).list_topics(timeout=10)
+            self._partitions = {
+                name: len(meta.partitions) for name, meta in metadata.topics.items() if meta.partitions
+            }
+        return self._partitions
+
+    def arrival_rates(self) -> dict[str, float] | None:
+        """Records per second appended to each source topic since the last call (None the first time)."""
+        partitions = self._topic_partitions()
+        pairs = [(t, p) for t in set(self.flow.sources.values()) for p in range(partitions.get(t, 0))]
+        now = self.clock.now()
+        ends: dict[str, int] = {}
+        for (topic, _), end in end_offsets(self.settings, pairs).items():
+            ends[topic] = ends.get(topic, 0) + end
+        last, self._last_ends = self._last_ends, (now, ends)
+        if last is None or now <= last[0]:
+            return None
+        return {t: max(0, ends[t] - last[1].get(t, 0)) / (now - last[0]) for t in ends}
+
+    def _scrape(self) -> list[Mapping[SubKey, InstanceRates]]:
+        rates: list[Mapping[SubKey, InstanceRates]] = []
+        for url in self.processes.urls():
+            try:
+                with urllib.request.urlopen(url, timeout=2.0) as response:
+                    rates.append(parse_rates(response.read().decode()))
+            except OSError as exc:  # a worker still starting or just stopped: it has no rates yet
+                _log.debug("no metrics from %s: %s", url, exc)
+        return rates
+
+    def step(self) -> PoolDecision | None:
+        """One evaluation: observe, decide, log, publish, apply. None while nothing can be decided."""
+        if self.processes.reap():
+            self.controller.reconfigured(len(self.processes))
+        arrivals = self.arrival_rates()
+        workers = self._scrape()
+        if arrivals is None:
+            return None
+        window = rate_window(self.flow, workers, arrivals, self._topic_partitions())
+        self.last_window = window
+        try:
+            decision = self.controller.evaluate(window)
+        except ValueError as exc:
+            _log.warning("no decision this window: %s", exc)
+            return None
+        record = {
+            **decision.as_dict(),
+            "group": self.group,
+            "arrival_rates": arrivals,
+            # the measured rates DS2 decided from: one entry per instance that did useful work
+            "rates": {
+                name: [dataclasses.asdict(r) for r in instances]
+                for name, instances in window.rates.items()
+                if name in self.flow.sub_topologies
+            },
+        }
+        _log.info("pool decision %s", json.dumps(record, sort_keys=True))
+        self.decisions.append(decision)
+        if self._producer is not None and self.feedback_topic is not None:
+            self._producer.produce(
+                self.feedback_topic,
+                json.dumps(record, sort_keys=True).encode(),
+                f"pool:{self.group}".encode(),
+                headers=[(KIND_HEADER, POOL_DECISION_KIND)],
+            )
+            self._producer.poll(0)
+        if decision.desired != len(self.processes) and isinstance(self.processes, WorkerProcesses):
+            self.processes.scale_to(decision.desired)
+        return decision
+
+    def run(self, stop: threading.Event) -> None:
+        """Start the controller's workers, then evaluate every interval until ``stop`` is set."""
+        if isinstance(self.processes, WorkerProcesses):
+            self.processes.scale_to(self.controller.workers)
+        else:
+            self.processes.reap()
+        self.controller.reconfigured(max(1, len(self.processes)))
+        try:
+            while not stop.wait(self.interval_s):
+                self.step()
+        finally:
+            self.processes.stop_all()
+            if self._producer is not None:
+                self._producer.flush(10)
+
+
+def wait_processes(processes: WorkerProcesses, timeout: float) -> None:
+    """Wait until every worker serves its metrics (for tests and the CLI's first report)."""
+    deadline = time.monotonic() + timeout
+    for url in processes.urls():
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=1.0):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"worker metrics at {url} not up within {timeout}s") from None
+                time.sleep(0.2)
