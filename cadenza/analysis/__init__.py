@@ -7,5 +7,17 @@ channel.
 
 from cadenza.analysis.activity import KINDS, Activity
 from cadenza.analysis.critical import WindowParticipation, critical_participation, window_participation
+from cadenza.analysis.summary import WindowSummary, channel_name, summarize, top, window_summaries
 
-__all__ = ["KINDS", "Activity", "WindowParticipation", "critical_participation", "window_participation"]
+__all__ = [
+    "KINDS",
+    "Activity",
+    "WindowParticipation",
+    "WindowSummary",
+    "channel_name",
+    "critical_participation",
+    "summarize",
+    "top",
+    "window_participation",
+    "window_summaries",
+]
