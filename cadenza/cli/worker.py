@@ -109,6 +109,13 @@ def worker_command(
             envvar="CADENZA_FEEDBACK_TOPIC", help="Read cost statistics of the stats job from this topic."
         ),
     ] = None,
+    activities_topic: Annotated[
+        str | None,
+        typer.Option(
+            envvar="CADENZA_ACTIVITIES_TOPIC",
+            help="Send the worker's activity trace to this topic (for cadenza analyze).",
+        ),
+    ] = None,
     state_store: Annotated[
         StateStoreKind,
         typer.Option(envvar="CADENZA_STATE_STORE", help="Where window and join state lives."),
@@ -164,6 +171,7 @@ def worker_command(
             spans_topic=spans_topic,
             span_sample_ratio=span_sample_ratio,
             feedback_topic=feedback_topic,
+            activities_topic=activities_topic,
             state_store=state_store.value,
             state_dir=state_dir,
         )
