@@ -336,6 +336,7 @@ class Worker:
         if self.activities_topic is not None:
             self.trace = KafkaActivityTrace(self.settings, self.activities_topic, self.worker_id)
             self._record = self.trace.recorder.record
+            self._output.trace_header = self.trace.header
         owned: list[tuple[PipelineGraph, Task]] = []
         registry = make_registry_client(self.settings)
         for graph, subs in self.subtopologies:
@@ -475,11 +476,12 @@ class Worker:
         # At most one partition's share per poll: a poll takes records in librdkafka's fetch order, so
         # a larger one would let a single bursting partition overshoot its share by a whole batch.
         room = min((self.max_buffered - buffered) // self._fanout, self._share)
-        record = self._record
-        fetch_start = time.time() if record is not None else 0.0
+        trace = self.trace
+        fetch_start = time.time() if trace is not None else 0.0
         messages = consumer.consume(
             min(self.batch_size, room) if room > 0 else 1, 0.0 if buffered else self.poll_timeout
         )
+        consumed = time.time() if trace is not None else 0.0
         if self._failure is not None:
             raise self._failure
         # Ready once the group is joined and the assigned state restored (the assignment callback runs
@@ -488,8 +490,8 @@ class Worker:
         self.exporter.health.ready = self._joined and errors.brokers_up and not self._stop.is_set()
         if messages:
             self.admit(messages)
-        if record is not None:  # an empty fetch with nothing queued is waiting; else fetch + decode
-            record("deserialization" if messages or buffered else "waiting", fetch_start, time.time(), None)
+        if trace is not None:
+            trace.fetch(messages, queued=buffered > 0, started=fetch_start, returned=consumed)
         self._flow_control()
         feedback = self.feedback
         if feedback is not None and feedback.pending:

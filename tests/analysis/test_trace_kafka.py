@@ -115,3 +115,46 @@ def test_a_cpu_heavy_operator_ranks_first(kafka_settings: KafkaSettings, new_top
     (first, share), *_ = top(summary.by_operator)
     assert first.startswith(heavy.name + "/"), summary.by_operator
     assert share > 0.5
+
+
+def test_records_handed_between_workers_become_message_edges(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    source, sink, activities = new_topic(partitions=2), new_topic(partitions=2), new_topic()
+    name, group = f"hop-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:8]}"
+
+    def pipeline() -> Pipeline:
+        p = Pipeline(name, tenant="t", latency_target="1s")
+        p.source(source, value=Item).key_by(lambda item: item.id % 5).map(busy(0.0005)).sink(sink)
+        return p
+
+    one = Worker(
+        [pipeline()], kafka_settings, group=group, worker_id="one", activities_topic=activities, partitions=2
+    )
+    two = Worker(
+        [pipeline()], kafka_settings, group=group, worker_id="two", activities_topic=activities, partitions=2
+    )
+    n = 400
+    with reading(kafka_settings, [sink]) as reader, running(one), running(two):
+        deadline = time.monotonic() + 60
+        while not (one.assignment and two.assignment and len(one.assignment | two.assignment) == 4):
+            assert time.monotonic() < deadline, "the two workers did not split the partitions"
+            time.sleep(0.1)
+        produce(kafka_settings, source, items(n // 2, 0) + items(n // 2, 1))
+        reader.wait_for(lambda got: len(got[sink]) >= n, timeout=60, what="all outputs")
+    with reading(kafka_settings, [activities]) as late:
+        late.wait_for(
+            lambda got: {a.worker for a in trace_of(late, activities)} >= {"one", "two"}, 30, "traces"
+        )
+        late.settle(1.0)
+        trace = trace_of(late, activities)
+    messages = [a for a in trace if a.kind == "message"]
+    # Only the repartition topic's records carry the header (the source's were written by the test).
+    assert messages and all(a.topic is not None and a.topic != source for a in messages)
+    assert {(a.worker, a.to_worker) for a in messages} & {("one", "two"), ("two", "one")}
+    assert all(0.0 <= a.end - a.start < 30.0 for a in messages)
+    # One window from the first send to the last arrival: the hop is on its critical paths.
+    begin, end = min(a.start for a in messages), max(a.end for a in messages)
+    (summary,) = window_summaries(trace, begin, end, end - begin)
+    assert summary.paths > 0
+    assert max(summary.by_channel.values()) > 0, summary.by_channel
