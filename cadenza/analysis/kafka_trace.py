@@ -9,7 +9,8 @@ the producing worker's id; the send time is the record's Kafka timestamp (Create
 producer client, millisecond precision). The fetching worker records, per fetch and per
 ``(topic, partition)``, one message from the last record's sender at its send time to itself at the
 end of the fetch: per interval, not per record, and the last record is the one the fetched work
-waited for longest. A record without the header (written by something else) makes no edge.
+waited for longest. A record without the header (written by something else, or by an Avro-format
+sink, whose codec supplies the headers) makes no edge.
 """
 
 from __future__ import annotations

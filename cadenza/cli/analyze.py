@@ -156,7 +156,13 @@ def analyze_command(
             if end <= begin:
                 raise CadenzaError(f"--to ({end}) must be after --from ({begin})")
             trace = reader.read_to_end()
-            results = window_summaries(trace, begin, end, width) if trace else []
+            workers = list(dict.fromkeys(a.worker for a in trace))
+            lo = begin
+            while trace and lo < end:
+                summary = _window(trace, lo, min(lo + width, end), workers)
+                if summary is not None:
+                    results.append(summary)
+                lo += width
             _report(results, top_n)
             if publisher is not None and results:
                 publisher.publish(results)
@@ -176,6 +182,16 @@ def analyze_command(
         write_png(results, png)
 
 
+def _window(trace: Sequence[Activity], lo: float, hi: float, workers: Sequence[str]) -> WindowSummary | None:
+    """One window's summary, or ``None`` (said on the console) if its trace cannot form a graph."""
+    try:
+        (summary,) = window_summaries(trace, lo, hi, hi - lo, workers=workers)
+    except ValueError as exc:
+        console.print(f"[yellow]window at {lo:.3f} skipped: {exc}[/]", highlight=False)
+        return None
+    return summary
+
+
 def _follow(
     reader: TraceReader, begin: float, width: float, grace: float, n: int, publisher: Publisher | None
 ) -> list[WindowSummary]:
@@ -190,8 +206,8 @@ def _follow(
                 trace.append(a)
                 workers[a.worker] = None
             while time.time() >= lo + width + grace:
-                if trace:
-                    (summary,) = window_summaries(trace, lo, lo + width, width, workers=workers)
+                summary = _window(trace, lo, lo + width, list(workers)) if trace else None
+                if summary is not None:
                     _report([summary], n)
                     results.append(summary)
                     if publisher is not None:
