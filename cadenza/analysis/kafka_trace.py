@@ -7,10 +7,10 @@ diagnosis aid and must never block the worker's loop.
 Message edges: while tracing, every record a worker produces carries a ``cadenza-trace`` header with
 the producing worker's id; the send time is the record's Kafka timestamp (CreateTime, set by the
 producer client, millisecond precision). The fetching worker records, per fetch and per
-``(topic, partition)``, one message from the last record's sender at its send time to itself at the
-end of the fetch: per interval, not per record, and the last record is the one the fetched work
-waited for longest. A record without the header (written by something else, or by an Avro-format
-sink, whose codec supplies the headers) makes no edge.
+``(topic, partition)`` among the fetch's last records, one message from the last record's sender at
+its send time to itself at the end of the fetch: per interval, not per record, and the last record is
+the one the fetched work waited for longest. A record without the header (written by something
+else, or by an Avro-format sink, whose codec supplies the headers) makes no edge.
 """
 
 from __future__ import annotations
@@ -32,6 +32,11 @@ _log = logging.getLogger("cadenza.analysis")
 
 #: The default name of the activities topic.
 ACTIVITIES_TOPIC = "cadenza-activities"
+
+#: How many records, from the end of a fetch, are looked at for message edges: a fetch holds runs
+#: of records per partition, so its last records cover its last partitions, at a cost per fetch
+#: rather than per record (a partition only earlier in the fetch gets its edge from a later one).
+_SCAN = 64
 
 #: The header naming the worker that produced a record (value: its worker id, UTF-8).
 TRACE_HEADER = "cadenza-trace"
@@ -74,7 +79,7 @@ class KafkaActivityTrace:
     def fetched(self, messages: list[Message], received: float) -> None:
         """Record the message edges of one fetch (see the module docstring)."""
         seen: set[tuple[str | None, int | None]] = set()
-        for message in reversed(messages):
+        for message in messages[: -_SCAN - 1 : -1]:
             where = (message.topic(), message.partition())
             if where in seen:
                 continue

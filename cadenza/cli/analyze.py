@@ -75,17 +75,19 @@ def write_png(summaries: Sequence[WindowSummary], path: Path) -> None:
         import matplotlib.pyplot as plt  # noqa: PLC0415
     except ImportError:
         raise CadenzaError("--png needs matplotlib: pip install 'cadenza[analyze]'") from None
-    times = [s.start - summaries[0].start for s in summaries]
+    # Each window's value holds until its end: repeat the last one at the end of the last window.
+    times = [s.start - summaries[0].start for s in summaries] + [summaries[-1].end - summaries[0].start]
+    shown = [*summaries, summaries[-1]]
     kinds = sorted({k for s in summaries for k in s.by_kind})
     workers = sorted({w for s in summaries for w in s.by_worker})
     fig, (ax_kind, ax_worker) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     ax_kind.stackplot(
-        times, [[s.by_kind.get(k, 0.0) for s in summaries] for k in kinds], labels=kinds, step="post"
+        times, [[s.by_kind.get(k, 0.0) for s in shown] for k in kinds], labels=kinds, step="post"
     )
     ax_kind.set_ylabel("CP share by kind")
     ax_kind.legend(loc="upper left", fontsize="small", ncol=3)
     for w in workers:
-        ax_worker.step(times, [s.by_worker.get(w, 0.0) for s in summaries], where="post", label=w)
+        ax_worker.step(times, [s.by_worker.get(w, 0.0) for s in shown], where="post", label=w)
     ax_worker.set_ylabel("CP share by worker")
     ax_worker.set_xlabel("seconds since the first window")
     ax_worker.legend(loc="upper left", fontsize="small", ncol=3)
