@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from cadenza.analysis import Activity, WindowSummary, window_summaries
+from cadenza.analysis import Activity, WindowSummary, top, window_summaries
 from cadenza.analysis.trace import encode_batch
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
@@ -86,3 +88,48 @@ def test_analyze_a_missing_topic_is_a_clear_error(kafka_settings: KafkaSettings)
     )
     assert result.returncode == 1
     assert "activities topic 'no-such-activities' does not exist" in result.stdout + result.stderr
+
+
+def test_analyze_follow_reports_windows_as_they_close(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    activities = new_topic()
+    json_out = tmp_path / "follow.json"
+    env = {**os.environ, "CADENZA_BOOTSTRAP_SERVERS": kafka_settings.bootstrap_servers, "COLUMNS": "200"}
+    args = ["--topic", activities, "--follow", "--window", "1s", "--grace", "0.5s", "--from", "-1s"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cadenza", "analyze", *args, "--json", str(json_out), "--no-publish"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        # Five seconds of a slow worker and a waiting one, in live time, batch by batch as workers
+        # send them; then Ctrl-C, which ends the run with the windows reported so far.
+        until = time.monotonic() + 5
+        while time.monotonic() < until:
+            now = time.time()
+            slow = [Activity("slow", now - 0.5, now, "processing", "heavy")]
+            idle = [
+                Activity("idle", now - 0.5, now - 0.4, "processing", "light"),
+                Activity("idle", now - 0.4, now, "waiting"),
+            ]
+            produce(
+                kafka_settings,
+                activities,
+                [(b"slow", encode_batch("slow", slow), None), (b"idle", encode_batch("idle", idle), None)],
+            )
+            time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, out + err
+    summaries = [WindowSummary.from_json(s) for s in json.loads(json_out.read_text())]
+    assert summaries, out
+    assert "CP share" in out
+    for s in summaries:
+        assert s.end - s.start == pytest.approx(1.0)
+    assert any(top(s.by_worker, 1)[0][0] == "slow" and s.paths > 0 for s in summaries)
