@@ -135,10 +135,17 @@ class OutputCounter:
 
 
 def run(
-    settings: KafkaSettings, records: int, batch_size: int, policy: str, *, noop: bool = False
+    settings: KafkaSettings,
+    records: int,
+    batch_size: int,
+    policy: str,
+    *,
+    noop: bool = False,
+    activities_topic: str | None = None,
 ) -> dict[str, Any]:
     """One timed run; ``noop`` forwards every record unparsed (source -> sink), so the worker's own
-    per-record cost (fetch, schedule, produce) is nearly all there is."""
+    per-record cost (fetch, schedule, produce) is nearly all there is. ``activities_topic`` turns the
+    worker's activity trace on."""
     suffix = uuid.uuid4().hex[:8]
     source, sink = f"bench-in-{suffix}", f"bench-out-{suffix}"
     ensure_topics(make_admin(settings), [TopicSpec(source, PARTITIONS), TopicSpec(sink, PARTITIONS)])
@@ -152,7 +159,14 @@ def run(
         pipeline.source(source).sink(sink, format="json")
     else:
         pipeline.source(source, value=Event).filter(is_purchase).map(enrich).sink(sink)
-    worker = Worker([pipeline], settings, group=f"bench-{suffix}", batch_size=batch_size, policy=policy)
+    worker = Worker(
+        [pipeline],
+        settings,
+        group=f"bench-{suffix}",
+        batch_size=batch_size,
+        policy=policy,
+        activities_topic=activities_topic,
+    )
     counter = OutputCounter(settings, sink, expected)
     thread = threading.Thread(target=worker.run, name="worker", daemon=True)
     join_started = time.monotonic()

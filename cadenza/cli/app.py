@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from cadenza import __version__
+from cadenza.cli.analyze import analyze_command
 from cadenza.cli.bench import bench_app
 from cadenza.cli.broker import broker_app
 from cadenza.cli.console import console, setup_logging
@@ -36,6 +37,7 @@ app.command("pool")(pool_command)
 app.command("generate")(generate_command)
 app.command("health")(health_command)
 app.command("stats")(stats_command)
+app.command("analyze")(analyze_command)
 app.command("spark-stage")(spark_stage_command)
 
 

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from cadenza.analysis.kafka_trace import ACTIVITIES_TOPIC
 from cadenza.cli.console import LogFormat, command_errors, setup_logging
 from cadenza.infra.metrics.server import MetricsServer
 from cadenza.pipelines import Pipeline, load_pipelines
@@ -109,6 +110,13 @@ def worker_command(
             envvar="CADENZA_FEEDBACK_TOPIC", help="Read cost statistics of the stats job from this topic."
         ),
     ] = None,
+    activities_topic: Annotated[
+        str,
+        typer.Option(
+            envvar="CADENZA_ACTIVITIES_TOPIC",
+            help="Send the worker's activity trace to this topic (for cadenza analyze); 'off' sends none.",
+        ),
+    ] = ACTIVITIES_TOPIC,
     state_store: Annotated[
         StateStoreKind,
         typer.Option(envvar="CADENZA_STATE_STORE", help="Where window and join state lives."),
@@ -164,6 +172,7 @@ def worker_command(
             spans_topic=spans_topic,
             span_sample_ratio=span_sample_ratio,
             feedback_topic=feedback_topic,
+            activities_topic=None if activities_topic in ("", "off") else activities_topic,
             state_store=state_store.value,
             state_dir=state_dir,
         )

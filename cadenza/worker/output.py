@@ -50,9 +50,12 @@ def too_large(exc: KafkaException, topic: str, value: bytes | None, key: bytes |
 class Output:
     """Produces asynchronously; :meth:`flush` raises if anything since the last flush was lost."""
 
-    __slots__ = ("_errors", "_failed", "_first_error", "_producer", "_timeout")
+    __slots__ = ("_errors", "_failed", "_first_error", "_producer", "_timeout", "trace_header")
 
     def __init__(self, settings: KafkaSettings, **overrides: Any) -> None:
+        #: With an activity trace on, ``(cadenza-trace, worker id)``: added to every record produced,
+        #: so that the worker fetching it can record the message edge (see cadenza.analysis.kafka_trace).
+        self.trace_header: tuple[str, bytes] | None = None
         self._failed = 0
         self._first_error: str | None = None
         config: dict[str, Any] = {
@@ -87,6 +90,9 @@ class Output:
         partition: int = -1,
     ) -> None:
         """Queue a record; raises :class:`RecordTooLargeError` if it is over the producer's size limit."""
+        trace = self.trace_header
+        if trace is not None:
+            headers = [trace] if headers is None else [*headers, trace]
         try:
             self._producer.produce(topic, value, key, partition, headers=headers)
         except BufferError:

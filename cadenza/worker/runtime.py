@@ -48,6 +48,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
+from cadenza.analysis.kafka_trace import KafkaActivityTrace, activities_topic_spec
 from cadenza.errors import CadenzaError, ConfigError
 from cadenza.infra.kafka.clients import ClientErrors, make_admin, make_consumer, raise_for_message_error
 from cadenza.infra.kafka.errors import KafkaClientError, from_kafka_exception
@@ -123,6 +124,8 @@ class Worker:
     Avro spans; with ``feedback_topic`` cost statistics from the stats job refine the estimates.
     ``watermark_idle_timeout``: seconds after which an input that delivers nothing stops holding a
     window's watermark back (``None``: never; windows then wait for every input).
+    ``activities_topic``: where the worker sends its activity trace (per interval: fetch, quantum,
+    commit) for ``cadenza analyze`` (:mod:`cadenza.analysis`); ``None`` records nothing.
     ``state_store``: ``memory`` or ``rocksdb`` (under ``state_dir``); either way the changelog topics
     are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     Each sub-topology's true and observed rates (for scaling) are exported over windows of
@@ -157,6 +160,7 @@ class Worker:
         worker_id: str | None = None,
         state_store: str = "memory",
         state_dir: str | Path | None = None,
+        activities_topic: str | None = None,
     ) -> None:
         if not pipelines:
             raise CadenzaError("the worker has no pipeline to run")
@@ -202,6 +206,10 @@ class Worker:
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.emitter: SpanEmitter | None = None
         self.feedback: FeedbackConsumer | None = None
+        self.activities_topic = activities_topic
+        self.trace: KafkaActivityTrace | None = None
+        #: The trace recorder's ``record``, or ``None``: one test per interval on the hot loop.
+        self._record: Callable[[str, float, float, str | None], None] | None = None
         self.counters = WorkerCounters()
         self.topics: list[TopicSpec] = []
         self._stop = threading.Event()
@@ -314,6 +322,8 @@ class Worker:
             )
             if spec.name in (self.spans_topic, self.feedback_topic)
         ]
+        if self.activities_topic is not None:
+            metrics_topics.append(activities_topic_spec(self.activities_topic))
         created = ensure_topics(admin, [*self.topics, *metrics_topics], timeout=timeout)
         if created:
             _log.info("created topics: %s", ", ".join(sorted(created)))
@@ -328,6 +338,10 @@ class Worker:
             self.feedback = FeedbackConsumer(self.settings, self.feedback_topic)
             self.feedback.start(timeout)
             self.exporter.track_feedback(self.feedback)
+        if self.activities_topic is not None:
+            self.trace = KafkaActivityTrace(self.settings, self.activities_topic, self.worker_id)
+            self._record = self.trace.recorder.record
+            self._output.trace_header = self.trace.header
         owned: list[tuple[PipelineGraph, Task]] = []
         registry = make_registry_client(self.settings)
         for graph, subs in self.subtopologies:
@@ -460,6 +474,9 @@ class Worker:
                 self.emitter.close()
             if self.feedback is not None:
                 self.feedback.close()
+            if self.trace is not None:
+                self.trace.close()
+                self.trace = self._record = None
             self._started = False
 
     # -- the stages -------------------------------------------------------------------------------------
@@ -478,9 +495,12 @@ class Worker:
         # At most one partition's share per poll: a poll takes records in librdkafka's fetch order, so
         # a larger one would let a single bursting partition overshoot its share by a whole batch.
         room = min((self.max_buffered - buffered) // self._fanout, self._share)
+        trace = self.trace
+        fetch_start = time.time() if trace is not None else 0.0
         messages = consumer.consume(
             min(self.batch_size, room) if room > 0 else 1, 0.0 if buffered else self.poll_timeout
         )
+        consumed = time.time() if trace is not None else 0.0
         if self._failure is not None:
             raise self._failure
         # Ready once the group is joined and the assigned state restored (the assignment callback runs
@@ -489,6 +509,8 @@ class Worker:
         self.exporter.health.ready = self._joined and errors.brokers_up and not self._stop.is_set()
         if messages:
             self.admit(messages)
+        if trace is not None:
+            trace.fetch(messages, queued=buffered > 0, started=fetch_start, returned=consumed)
         self._flow_control()
         feedback = self.feedback
         if feedback is not None and feedback.pending:
@@ -504,6 +526,8 @@ class Worker:
         ):
             self.commit()
         self.counters.batches += 1
+        if self.trace is not None:
+            self.trace.recorder.poll(time.time())
         return len(messages)
 
     def admit(self, messages: list[Message]) -> None:
@@ -586,6 +610,7 @@ class Worker:
         tenant = schedule.tenant
         perf = time.perf_counter
         wall = time.time() - perf()  # wall-clock time of perf 0: one clock read per quantum
+        quantum_start = perf()
         ran = 0
         busy = 0.0
         waited = 0.0
@@ -617,6 +642,9 @@ class Worker:
                 )
             last = ctx
             ran += 1
+        record = self._record
+        if record is not None:
+            record("processing", wall + quantum_start, wall + perf(), f"{pipeline}/{operator}")
         if last is not None:  # one reply per quantum: what its records cost, in total
             measured = Measurement(pipeline, operator, busy, waited / ran, wall + perf(), ran)
             policy.process_ctx_from_reply(policy.prepare_reply(last, measured))
@@ -741,6 +769,7 @@ class Worker:
         if output is None:
             raise CadenzaError("the worker is not started")
         started = time.monotonic()
+        wall_started = time.time()
         self._commits.positions.update(self._inflight.advanced())
         touched = [window for window in self._windows if window.touched]
         if touched:
@@ -754,6 +783,8 @@ class Worker:
         if self._consumer is not None:
             self._commits.commit(self._consumer)
         self._last_commit = now = time.monotonic()
+        if self._record is not None:
+            self._record("fault_tolerance", wall_started, wall_started + (now - started), None)
         self.counters.commit_ms += round((now - started) * 1000)
 
     # -- rebalancing ----------------------------------------------------------------------------------

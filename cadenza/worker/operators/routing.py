@@ -148,7 +148,7 @@ class SinkOp(Operator):
         # known only from the first record of each type, so its codecs are made on first use.
         self.codec: ValueCodec[Any] | None = codec_for("json") if format == "json" else None
         self._avro: dict[type, tuple[ValueCodec[Any], OutHeaders | None]] = {}
-        self.headers: OutHeaders | None = None
+        self.headers: OutHeaders | None = None if output.trace_header is None else [output.trace_header]
         self._produce = output.producer.produce
         #: Set by the worker's scheduling (see :mod:`cadenza.worker.deadlines`).
         self.stamp: SinkStamp | None = None
