@@ -26,10 +26,11 @@ from cadenza.cli.console import command_errors, console
 from cadenza.durations import parse_duration
 from cadenza.errors import CadenzaError
 from cadenza.infra.kafka.clients import flush_or_raise, make_producer
+from cadenza.infra.metrics.feedback import CRITICAL_PARTICIPATION_KIND, KIND_HEADER
 from cadenza.infra.metrics.topics import DEFAULT_FEEDBACK_TOPIC
 from cadenza.settings import KafkaSettings
 
-SUMMARY_HEADER = ("cadenza-kind", b"critical-participation")
+SUMMARY_HEADER = (KIND_HEADER, CRITICAL_PARTICIPATION_KIND)
 
 
 def parse_time(value: str) -> float:
@@ -107,7 +108,7 @@ class Publisher:
             self.producer.produce(
                 self.topic,
                 json.dumps(s.to_json()).encode(),
-                b"critical-participation",
+                CRITICAL_PARTICIPATION_KIND,
                 headers=[SUMMARY_HEADER],
             )
         flush_or_raise(self.producer, None, self.timeout)

@@ -1,10 +1,10 @@
 """The feedback topic's summaries for the page: the critical path and the pool's scaling decisions.
 
 The feedback topic carries the stats job's Avro statistics (which the dashboard does not show) and,
-from the analysers that publish there, JSON summaries. A JSON object is classified by its ``kind``
-(or ``type``) field: one mentioning ``critical`` is a critical-path summary, one mentioning
-``scal``, ``pool`` or ``decision`` a pool decision; the newest of each is shown as it is. Anything
-else (Avro, other JSON, garbage) is skipped and counted, never an error: the topic is shared.
+from ``cadenza analyze`` and ``cadenza pool``, JSON summaries marked by their ``cadenza-kind`` header
+(the same header the workers' feedback reader skips them by). The newest of each kind is shown as it
+is. Anything else (Avro, an unknown kind, a body that is not a JSON object) is skipped and counted,
+never an error: the topic is shared.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import uuid
 from typing import Any
 
 from cadenza.infra.kafka.clients import make_consumer
+from cadenza.infra.kafka.headers import get_header
+from cadenza.infra.metrics.feedback import CRITICAL_PARTICIPATION_KIND, KIND_HEADER, POOL_DECISION_KIND
 from cadenza.settings import KafkaSettings
 
 __all__ = ["FeedbackReader", "classify"]
@@ -23,9 +25,13 @@ __all__ = ["FeedbackReader", "classify"]
 _log = logging.getLogger("cadenza.dashboard.feedback")
 
 
-def classify(value: bytes | None) -> tuple[str, dict[str, Any]] | None:
+_SECTIONS = {CRITICAL_PARTICIPATION_KIND: "critical_path", POOL_DECISION_KIND: "pool"}
+
+
+def classify(kind: bytes | None, value: bytes | None) -> tuple[str, dict[str, Any]] | None:
     """``("critical_path" | "pool", summary)`` for a summary the page shows, else ``None``."""
-    if not value:
+    section = _SECTIONS.get(kind) if kind is not None else None
+    if section is None or not value:
         return None
     try:
         document = json.loads(value)
@@ -33,12 +39,7 @@ def classify(value: bytes | None) -> tuple[str, dict[str, Any]] | None:
         return None
     if not isinstance(document, dict):
         return None
-    kind = str(document.get("kind", document.get("type", ""))).lower()
-    if "critical" in kind:
-        return "critical_path", document
-    if any(word in kind for word in ("scal", "pool", "decision")):
-        return "pool", document
-    return None
+    return section, document
 
 
 class FeedbackReader:
@@ -60,7 +61,7 @@ class FeedbackReader:
             for message in self._consumer.consume(100, 0.5):
                 if message.error() is not None:
                     continue
-                found = classify(message.value())
+                found = classify(get_header(message.headers(), KIND_HEADER), message.value())
                 with self._lock:
                     if found is None:
                         self.skipped += 1

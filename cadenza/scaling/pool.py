@@ -30,7 +30,7 @@ from typing import Protocol
 from cadenza.infra.kafka.clients import make_admin, make_producer
 from cadenza.infra.kafka.offsets import end_offsets
 from cadenza.infra.metrics import names
-from cadenza.infra.metrics.feedback import KIND_HEADER
+from cadenza.infra.metrics.feedback import KIND_HEADER, POOL_DECISION_KIND
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.scaling.controller import PoolDecision, RateWindow
 from cadenza.scaling.ds2 import InstanceRates
@@ -41,8 +41,6 @@ from cadenza.settings import KafkaSettings
 __all__ = ["POOL_DECISION_KIND", "Controller", "Pool", "ServiceWorkers", "WorkerProcesses", "wait_processes"]
 
 _log = logging.getLogger(__name__)
-
-POOL_DECISION_KIND = b"pool-decision"
 
 
 def _free_port() -> int:

@@ -6,26 +6,33 @@ import json
 import time
 
 from cadenza.dashboard.feedback import FeedbackReader, classify
+from cadenza.infra.kafka.clients import flush_or_raise, make_producer
+from cadenza.infra.metrics.feedback import CRITICAL_PARTICIPATION_KIND, KIND_HEADER, POOL_DECISION_KIND
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
-from tests.worker.kafka_io import produce
 
 
-def test_summaries_are_classified_by_kind_and_everything_else_is_skipped() -> None:
-    path = {"kind": "critical_path_summary", "top": [{"operator": "count", "share": 0.7}]}
-    decision = {"type": "scaling_decision", "desired_workers": 3}
-    assert classify(json.dumps(path).encode()) == ("critical_path", path)
-    assert classify(json.dumps(decision).encode()) == ("pool", decision)
-    for other in (b"\x00\x01avro-bytes", b"[1, 2]", b'{"kind": "stats"}', b"", None, b"\xff\xfe"):
-        assert classify(other) is None
+def test_summaries_are_classified_by_their_kind_header_and_everything_else_is_skipped() -> None:
+    path = {"window_start": 1.0, "by_operator": [{"operator": "count", "share": 0.7}]}
+    decision = {"desired": 3, "workers": 2}
+    assert classify(CRITICAL_PARTICIPATION_KIND, json.dumps(path).encode()) == ("critical_path", path)
+    assert classify(POOL_DECISION_KIND, json.dumps(decision).encode()) == ("pool", decision)
+    # no header (the stats job's Avro statistics), an unknown kind, or a body that is not a JSON object
+    assert classify(None, json.dumps(path).encode()) is None
+    assert classify(b"stats", json.dumps(path).encode()) is None
+    for other in (b"\x00\x01avro-bytes", b"[1, 2]", b"", None, b"\xff\xfe"):
+        assert classify(POOL_DECISION_KIND, other) is None
 
 
 def test_the_reader_follows_a_real_feedback_topic(kafka_settings: KafkaSettings, new_topic: NewTopic) -> None:
     topic = new_topic(partitions=1)
-    path = {"kind": "critical_path", "top": [{"operator": "score", "share": 0.8}]}
-    decision = {"kind": "scaling_decision", "desired_workers": 2}
-    records = [(None, b"\x02avro-statistics", None), (None, json.dumps(path).encode(), None)]
-    produce(kafka_settings, topic, [*records, (None, json.dumps(decision).encode(), None)])
+    path = {"window_start": 2.0, "by_operator": [{"operator": "score", "share": 0.8}]}
+    decision = {"desired": 2, "workers": 1}
+    producer, _ = make_producer(kafka_settings)
+    producer.produce(topic, b"\x02avro-statistics")
+    producer.produce(topic, json.dumps(path).encode(), headers=[(KIND_HEADER, CRITICAL_PARTICIPATION_KIND)])
+    producer.produce(topic, json.dumps(decision).encode(), headers=[(KIND_HEADER, POOL_DECISION_KIND)])
+    flush_or_raise(producer, None, 30.0)
     reader = FeedbackReader(kafka_settings, topic)
     try:
         deadline = time.monotonic() + 30

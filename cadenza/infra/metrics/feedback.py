@@ -17,9 +17,11 @@ from cadenza.infra.metrics.avsc import AvscCodec, epoch_seconds, to_micros
 from cadenza.schemas.errors import DecodeError, EncodeError
 
 __all__ = [
+    "CRITICAL_PARTICIPATION_KIND",
     "FEEDBACK_AVSC",
     "FEEDBACK_CODEC",
     "KIND_HEADER",
+    "POOL_DECISION_KIND",
     "FeedbackRecord",
     "decode_feedback",
     "encode_feedback",
@@ -33,8 +35,14 @@ FEEDBACK_CODEC = AvscCodec(FEEDBACK_AVSC)
 """Shared codec (stateless, thread-safe); its ``headers()`` go on every feedback record."""
 
 KIND_HEADER = "cadenza-kind"
-"""Set on records of other kinds that share the feedback topic (``pool-decision``: a pool controller's
-decision, JSON); the feedback consumer skips them without counting them malformed."""
+"""Set on records of other kinds that share the feedback topic; the feedback consumer skips them without
+counting them malformed, and the dashboard shows the newest of each kind it knows."""
+
+POOL_DECISION_KIND = b"pool-decision"
+"""A pool controller's scaling decision (JSON, ``cadenza pool``)."""
+
+CRITICAL_PARTICIPATION_KIND = b"critical-participation"
+"""A window's critical-participation summary (JSON, ``cadenza analyze``)."""
 
 _KEY_SEPARATOR = "\x00"
 _TIME_FIELDS = ("window_start", "window_end", "produced_at")
