@@ -71,6 +71,7 @@ from cadenza.worker.dead_letter import PipelineStoppedError
 from cadenza.worker.deadlines import TaskSchedule, plan_schedules
 from cadenza.worker.decode import make_registry_client
 from cadenza.worker.inflight import InFlight, Pending
+from cadenza.worker.operators.routing import KeyByOp
 from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.output import Output
 from cadenza.worker.restoring import StateRestorer
@@ -78,6 +79,7 @@ from cadenza.worker.task import Task, build_tasks
 from cadenza.worker.topics import plan_topics
 from cadenza.worker.topology import SubTopology, check_copartitioned, split
 from cadenza.worker.unit import Unit
+from cadenza.worker.wire import is_progress
 
 __all__ = ["Worker", "make_policy"]
 
@@ -221,6 +223,8 @@ class Worker:
         self._schedules: list[TaskSchedule] = []
         self._fanout = 1
         self._windows: list[StatefulStep] = []
+        #: key_by steps that send progress records to their repartition topic before each commit.
+        self._keyed: list[KeyByOp] = []
         self._commits = OffsetCommits(self.counters)
         self._inflight = InFlight()
         #: Partitions the fetcher paused, by (topic, partition); ``_full`` while every one is paused.
@@ -334,9 +338,19 @@ class Worker:
                 idle_timeout=self.watermark_idle_timeout,
                 store_factory=self._store_factory,
                 registry_client=registry,
+                partitions=counts,
             )
             owned.extend((graph, task) for task in tasks)
         self._tasks = [task for _, task in owned]
+        self._keyed = [keyed for _, task in owned for keyed in task.keyed]
+        stateful = {
+            (graph.tenant, graph.name, window.node_id): window
+            for graph, task in owned
+            for window in task.windows
+        }
+        self.exporter.register_callback(
+            names.WATERMARK_IDLE_TIMEOUTS, lambda: {labels: w.idle_timeouts for labels, w in stateful.items()}
+        )
         for graph, task in owned:
             task.decoder.dead.metrics = functools.partial(self.exporter.operator, graph.tenant, graph.name)
         self._schedules = plan_schedules(owned, self.policy, self.exporter, self.emitter)
@@ -524,7 +538,8 @@ class Worker:
                 unit.enqueued = enqueued
                 pending[1] += 1
                 enqueue(schedule.key(partition), ctx, unit)
-                schedule.metrics.consumed += 1
+                if unit.value is not None or not is_progress(unit.origin):
+                    schedule.metrics.consumed += 1
             if progress is not None:
                 inflight.admitted(progress, offset, pending)
             units += pending[1] - holds
@@ -713,6 +728,8 @@ class Worker:
             raise CadenzaError("the worker is not started")
         started = time.monotonic()
         self._commits.positions.update(self._inflight.advanced())
+        for keyed in self._keyed:  # after the records they cover, before the flush that acknowledges them
+            self.counters.progress_records += keyed.broadcast_progress()
         touched = [window for window in self._windows if window.touched]
         if touched:
             output.flush()
