@@ -23,6 +23,7 @@ from cadenza.operators import (
     SlidingWindows,
     TumblingWindows,
     WatermarkTracker,
+    WindowAssigner,
     WindowedAggregation,
 )
 from cadenza.scheduling.clock import VirtualClock
@@ -40,13 +41,14 @@ def _sum() -> Aggregate[int, int, int]:
     return Aggregate(lambda: 0, lambda acc, value: acc + value, lambda a, b: a + b, lambda acc: acc)
 
 
-def _assigner(kind: str) -> TumblingWindows | HoppingWindows | SlidingWindows | SessionWindows:
-    return {
+def _assigner(kind: str) -> WindowAssigner:
+    assigners: dict[str, WindowAssigner] = {
         "tumbling": TumblingWindows(SIZE),
         "hopping": HoppingWindows(SIZE, HOP),
         "sliding": SlidingWindows(SIZE),
         "session": SessionWindows(GAP),
-    }[kind]
+    }
+    return assigners[kind]
 
 
 @st.composite
