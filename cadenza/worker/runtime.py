@@ -123,7 +123,9 @@ class Worker:
     given); with ``spans_topic`` a sampled share (``span_sample_ratio``) of executions is sent there as
     Avro spans; with ``feedback_topic`` cost statistics from the stats job refine the estimates.
     ``watermark_idle_timeout``: seconds after which an input that delivers nothing stops holding a
-    window's watermark back (``None``: never; windows then wait for every input).
+    window's watermark back (``None``: never; windows then wait for every input); each firing is
+    counted in ``cadenza_watermark_idle_timeouts_total`` and logged once per input (see
+    ``docs/watermarks.md``).
     ``state_store``: ``memory`` or ``rocksdb`` (under ``state_dir``); either way the changelog topics
     are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     """
