@@ -125,7 +125,8 @@ class Worker:
     ``watermark_idle_timeout``: seconds after which an input that delivers nothing stops holding a
     window's watermark back (``None``: never; windows then wait for every input); each firing is
     counted in ``cadenza_watermark_idle_timeouts_total`` and logged once per input (see
-    ``docs/watermarks.md``).
+    ``docs/watermarks.md``). ``progress_interval``: the most seconds between progress records a
+    key_by sends to every partition of its repartition topic, for the watermarks downstream.
     ``state_store``: ``memory`` or ``rocksdb`` (under ``state_dir``); either way the changelog topics
     are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     """
@@ -149,6 +150,7 @@ class Worker:
         run_slice: float = 0.01,
         max_buffered: int = 10_000,
         commit_interval: float = 0.2,
+        progress_interval: float = 0.05,
         exporter: PrometheusExporter | None = None,
         spans_topic: str | None = None,
         span_sample_ratio: float = 0.01,
@@ -168,6 +170,8 @@ class Worker:
                 f"run_slice must be in (0, 60) s and commit_interval in (0, 3600) s, got {run_slice!r} "
                 f"and {commit_interval!r}"
             )
+        if not (0.0 < progress_interval < 60.0):
+            raise ConfigError(f"progress_interval must be in (0, 60) s, got {progress_interval!r}")
         if not (0.0 < span_sample_ratio <= 1.0):
             raise ConfigError(f"span_sample_ratio must be in (0, 1], got {span_sample_ratio!r}")
         graphs = [p.compile() if isinstance(p, Pipeline) else p for p in pipelines]
@@ -185,6 +189,7 @@ class Worker:
         self.max_buffered = max_buffered
         self.run_slice = run_slice
         self.commit_interval = commit_interval
+        self.progress_interval = progress_interval
         self._consumer_overrides = dict(consumer_overrides or {})
         self._store_factory = store_factory(state_store, state_dir)
         self.state_store = state_store
@@ -225,7 +230,7 @@ class Worker:
         self._schedules: list[TaskSchedule] = []
         self._fanout = 1
         self._windows: list[StatefulStep] = []
-        #: key_by steps that send progress records to their repartition topic before each commit.
+        #: key_by steps that send progress records to their repartition topic every progress_interval.
         self._keyed: list[KeyByOp] = []
         self._commits = OffsetCommits(self.counters)
         self._inflight = InFlight()
@@ -240,6 +245,7 @@ class Worker:
         #: (never committable), and its partitions stay paused.
         self._held: dict[str, int] = {}
         self._last_commit = 0.0
+        self._last_progress = 0.0
 
     # -- what it runs ---------------------------------------------------------------------------------
 
@@ -445,6 +451,7 @@ class Worker:
         try:
             if consumer is not None:
                 if not self._broken:
+                    self._broadcast_progress(time.monotonic())  # the last progress, for the next owner
                     self.commit()
                 consumer.close()  # the revoke callback drops what is still queued
         finally:
@@ -494,6 +501,8 @@ class Worker:
                 feedback.apply_pending(model)
         ran = self.run_for(self.run_slice)
         now = time.monotonic()
+        if self._keyed and now - self._last_progress >= self.progress_interval:
+            self._broadcast_progress(now)
         # Something to commit: records ran or were dead-lettered since the last commit, or a commit
         # was deferred by a rebalance. Commit when the buffer ran dry or the interval is up.
         if (ran or messages or self._commits) and (
@@ -719,6 +728,17 @@ class Worker:
                 return False
             raise
 
+    def _broadcast_progress(self, now: float) -> None:
+        """Progress records for the repartition topics (see ``docs/watermarks.md``), at most once per
+        ``progress_interval``: after the records they cover, and not waited for (the next commit's
+        flush acknowledges them), so that the loop never waits on a broker round trip for them alone.
+
+        The interval bounds how long a downstream window waits to hear of an upstream partition that
+        sends it no records: it adds up to that much to such a window's close."""
+        self._last_progress = now
+        for keyed in self._keyed:
+            self.counters.progress_records += keyed.broadcast_progress()
+
     def commit(self) -> None:
         """Produce and commit: outputs acknowledged, then state changelogged, then offsets committed.
 
@@ -730,8 +750,6 @@ class Worker:
             raise CadenzaError("the worker is not started")
         started = time.monotonic()
         self._commits.positions.update(self._inflight.advanced())
-        for keyed in self._keyed:  # after the records they cover, before the flush that acknowledges them
-            self.counters.progress_records += keyed.broadcast_progress()
         touched = [window for window in self._windows if window.touched]
         if touched:
             output.flush()

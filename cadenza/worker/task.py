@@ -57,7 +57,7 @@ class Task:
     aggregates and join inputs): restored when a partition is assigned, dropped when it goes.
     ``stores`` are the state stores of this task's steps (a shared join's store appears in both of
     its tasks); :meth:`close` releases them. ``keyed`` are its key_by steps that send progress
-    records downstream: the worker calls their ``broadcast_progress`` before each commit.
+    records downstream: the worker calls their ``broadcast_progress`` every ``progress_interval``.
     """
 
     subtopology: SubTopology

@@ -51,7 +51,7 @@ class KeyByOp(Operator):
 
     When the topic's reader keeps a watermark, ``partitions`` is the topic's partition count and
     the step remembers, per input partition, the largest event time it has been handed;
-    :meth:`broadcast_progress` (called by the worker before each commit) writes what grew to every
+    :meth:`broadcast_progress` (called by the worker every ``progress_interval``) writes what grew to every
     partition of the topic as a progress record, so each downstream partition learns how far every
     upstream partition got, including those that sent it nothing (see ``docs/watermarks.md``).
     """
