@@ -52,12 +52,14 @@ def _seconds(value: Duration, what: str) -> float:
 
 
 class _PartitionClock:
-    __slots__ = ("idle", "last_active", "max_event_time")
+    __slots__ = ("idle", "last_active", "max_event_time", "timed_out")
 
     def __init__(self, now: float) -> None:
         self.max_event_time = _NEG_INF
         self.last_active = now
         self.idle = False
+        #: The idle timeout fired and was reported; cleared by the partition's next record.
+        self.timed_out = False
 
 
 def _closing_order(result: WindowResult) -> tuple[float, float]:
@@ -76,9 +78,15 @@ class WatermarkTracker:
     rejoins behind it; records that old are then late, which is the point of a watermark. When every
     partition is idle, the watermark is the minimum over those that delivered anything: quiet inputs
     neither hold it back nor push it beyond what was seen.
+
+    Pass every input in ``partitions`` up front (the worker knows them from its plan): an input the
+    tracker has not heard of cannot hold the watermark back, so one that merely delivers later than
+    the others would find its records late. ``on_idle`` is called with an input each time its idle
+    timeout fires (once per silence: the input's next record re-arms it), so that the worker can
+    count and log it.
     """
 
-    __slots__ = ("_clock", "_current", "_idle_timeout", "_max_ooo", "_partitions")
+    __slots__ = ("_clock", "_current", "_idle_timeout", "_max_ooo", "_on_idle", "_partitions")
 
     def __init__(
         self,
@@ -87,8 +95,10 @@ class WatermarkTracker:
         max_out_of_orderness: Duration = 0.0,
         idle_timeout: Duration | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_idle: Callable[[Hashable], object] | None = None,
     ) -> None:
         self._max_ooo = _seconds(max_out_of_orderness, "max_out_of_orderness")
+        self._on_idle = on_idle
         self._idle_timeout = None if idle_timeout is None else _seconds(idle_timeout, "idle_timeout")
         self._clock = clock
         self._current = _NEG_INF
@@ -115,6 +125,7 @@ class WatermarkTracker:
             clock = self._partitions[partition] = _PartitionClock(0.0)
         clock.max_event_time = max(clock.max_event_time, event_time)
         clock.idle = False
+        clock.timed_out = False
         if self._idle_timeout is not None:
             clock.last_active = self._clock()
 
@@ -140,8 +151,12 @@ class WatermarkTracker:
         now = self._now()
         lowest = math.inf
         lowest_delivered = math.inf  # used when every partition is idle
-        for clock in self._partitions.values():
+        for partition, clock in self._partitions.items():
             if clock.idle or self._timed_out(clock, now):
+                if not clock.idle and not clock.timed_out:
+                    clock.timed_out = True
+                    if self._on_idle is not None:
+                        self._on_idle(partition)
                 if clock.max_event_time != _NEG_INF:
                     lowest_delivered = min(lowest_delivered, clock.max_event_time)
                 continue

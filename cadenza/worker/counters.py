@@ -22,6 +22,7 @@ class WorkerCounters:
         "peak_buffered",
         "pipelines_stopped",
         "produced",
+        "progress_records",
         "replay_skipped",
         "restored_keys",
         "restored_records",
@@ -36,6 +37,8 @@ class WorkerCounters:
         self.units = 0
         #: Records produced to sink and repartition topics (not dead-letter, late or changelog).
         self.produced = 0
+        #: Progress records written to repartition topics (watermark progress, not data; not in produced).
+        self.progress_records = 0
         #: Values that failed to decode or validate, sent to a dead-letter topic.
         self.dead_letter_decode = 0
         #: Records a user function raised on, sent to a dead-letter topic.

@@ -52,6 +52,7 @@ from cadenza.worker.operators.routing import KeyByOp, SinkOp
 from cadenza.worker.operators.window import WindowOp
 from cadenza.worker.task import Task
 from cadenza.worker.unit import Unit
+from cadenza.worker.wire import is_progress
 
 __all__ = [
     "TaskSchedule",
@@ -228,7 +229,7 @@ class TaskSchedule:
                 return self.policy.build_ctx_at_operator(ctx, stage, None)
             else:
                 trace_id = ctx.trace_id  # another pipeline's result: new deadline, same trace
-        elif not self.from_source:
+        elif not self.from_source and not is_progress(unit.origin):  # progress records carry none
             self.metrics.context_missing += 1
         kind, millis = message.timestamp()
         arrival = now

@@ -30,7 +30,13 @@ from cadenza.settings import KafkaSettings
 from cadenza.state import decode_key
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.unit import Unit
-from cadenza.worker.wire import ORIGIN_HEADER, decode_record_value, unpack_origin
+from cadenza.worker.wire import (
+    ORIGIN_HEADER,
+    PROGRESS_HEADER,
+    decode_record_value,
+    unpack_origin,
+    unpack_progress,
+)
 
 __all__ = [
     "Decoder",
@@ -250,18 +256,34 @@ class RepartitionDecoder(Decoder):
     def decode(self, message: Message, topic: str, partition: int, offset: int) -> Unit | None:
         raw = message.value()
         try:
+            headers = message.headers()
+            packed = get_header(headers, ORIGIN_HEADER)
+            if packed is None:
+                progress = get_header(headers, PROGRESS_HEADER)
+                if progress is not None:
+                    return self._progress(message, topic, partition, offset, progress)
+                raise DecodeError(f"repartition record has no {ORIGIN_HEADER} header", error_type="NoOrigin")
             if raw is None:
                 raise DecodeError("repartition record has no value", error_type="NoValue")
             value = decode_record_value(raw)
             raw_key = message.key()
             key = None if raw_key is None else decode_key(raw_key)
-            packed = get_header(message.headers(), ORIGIN_HEADER)
-            if packed is None:
-                raise DecodeError(f"repartition record has no {ORIGIN_HEADER} header", error_type="NoOrigin")
             origin = unpack_origin(packed)
         except Exception as exc:
             self._failed(message, topic, partition, offset, exc)
             return None
         unit = Unit(self.pipeline, self.entry, topic, partition, offset, key, value, origin[3], message)
         unit.origin = origin
+        return unit
+
+    def _progress(
+        self, message: Message, topic: str, partition: int, offset: int, packed: bytes
+    ) -> Unit | None:
+        """A progress record (see :mod:`cadenza.worker.wire`) as a unit, or ``None`` where nothing
+        downstream keeps a watermark (then it is simply done)."""
+        if not self.needs_event_time:
+            return None
+        upstream, event_time = unpack_progress(packed)
+        unit = Unit(self.pipeline, self.entry, topic, partition, offset, None, None, event_time, message)
+        unit.origin = (upstream, -1, -1, event_time)
         return unit

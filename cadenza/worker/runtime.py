@@ -72,6 +72,7 @@ from cadenza.worker.dead_letter import PipelineStoppedError
 from cadenza.worker.deadlines import TaskSchedule, plan_schedules
 from cadenza.worker.decode import make_registry_client
 from cadenza.worker.inflight import InFlight, Pending
+from cadenza.worker.operators.routing import KeyByOp
 from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.output import Output
 from cadenza.worker.rates import track_true_rates
@@ -80,6 +81,7 @@ from cadenza.worker.task import Task, build_tasks
 from cadenza.worker.topics import plan_topics
 from cadenza.worker.topology import SubTopology, check_copartitioned, split
 from cadenza.worker.unit import Unit
+from cadenza.worker.wire import is_progress
 
 __all__ = ["Worker", "make_policy"]
 
@@ -123,7 +125,10 @@ class Worker:
     given); with ``spans_topic`` a sampled share (``span_sample_ratio``) of executions is sent there as
     Avro spans; with ``feedback_topic`` cost statistics from the stats job refine the estimates.
     ``watermark_idle_timeout``: seconds after which an input that delivers nothing stops holding a
-    window's watermark back (``None``: never; windows then wait for every input).
+    window's watermark back (``None``: never; windows then wait for every input); each firing is
+    counted in ``cadenza_watermark_idle_timeouts_total`` and logged once per input (see
+    ``docs/watermarks.md``). ``progress_interval``: the most seconds between progress records a
+    key_by sends to every partition of its repartition topic, for the watermarks downstream.
     ``activities_topic``: where the worker sends its activity trace (per interval: fetch, quantum,
     commit) for ``cadenza analyze`` (:mod:`cadenza.analysis`); ``None`` records nothing.
     ``state_store``: ``memory`` or ``rocksdb`` (under ``state_dir``); either way the changelog topics
@@ -153,6 +158,7 @@ class Worker:
         run_slice: float = 0.01,
         max_buffered: int = 10_000,
         commit_interval: float = 0.2,
+        progress_interval: float = 0.05,
         exporter: PrometheusExporter | None = None,
         spans_topic: str | None = None,
         span_sample_ratio: float = 0.01,
@@ -173,6 +179,8 @@ class Worker:
                 f"run_slice must be in (0, 60) s and commit_interval in (0, 3600) s, got {run_slice!r} "
                 f"and {commit_interval!r}"
             )
+        if not (0.0 < progress_interval < 60.0):
+            raise ConfigError(f"progress_interval must be in (0, 60) s, got {progress_interval!r}")
         if not (0.0 < span_sample_ratio <= 1.0):
             raise ConfigError(f"span_sample_ratio must be in (0, 1], got {span_sample_ratio!r}")
         graphs = [p.compile() if isinstance(p, Pipeline) else p for p in pipelines]
@@ -190,6 +198,7 @@ class Worker:
         self.max_buffered = max_buffered
         self.run_slice = run_slice
         self.commit_interval = commit_interval
+        self.progress_interval = progress_interval
         self._consumer_overrides = dict(consumer_overrides or {})
         self._store_factory = store_factory(state_store, state_dir)
         self.state_store = state_store
@@ -234,6 +243,8 @@ class Worker:
         self._schedules: list[TaskSchedule] = []
         self._fanout = 1
         self._windows: list[StatefulStep] = []
+        #: key_by steps that send progress records to their repartition topic every progress_interval.
+        self._keyed: list[KeyByOp] = []
         self._commits = OffsetCommits(self.counters)
         self._inflight = InFlight()
         #: Partitions the fetcher paused, by (topic, partition); ``_full`` while every one is paused.
@@ -247,6 +258,7 @@ class Worker:
         #: (never committable), and its partitions stay paused.
         self._held: dict[str, int] = {}
         self._last_commit = 0.0
+        self._last_progress = 0.0
 
     # -- what it runs ---------------------------------------------------------------------------------
 
@@ -353,9 +365,19 @@ class Worker:
                 idle_timeout=self.watermark_idle_timeout,
                 store_factory=self._store_factory,
                 registry_client=registry,
+                partitions=counts,
             )
             owned.extend((graph, task) for task in tasks)
         self._tasks = [task for _, task in owned]
+        self._keyed = [keyed for _, task in owned for keyed in task.keyed]
+        stateful = {
+            (graph.tenant, graph.name, window.node_id): window
+            for graph, task in owned
+            for window in task.windows
+        }
+        self.exporter.register_callback(
+            names.WATERMARK_IDLE_TIMEOUTS, lambda: {labels: w.idle_timeouts for labels, w in stateful.items()}
+        )
         for graph, task in owned:
             task.decoder.dead.metrics = functools.partial(self.exporter.operator, graph.tenant, graph.name)
         self._schedules = plan_schedules(owned, self.policy, self.exporter, self.emitter)
@@ -462,6 +484,7 @@ class Worker:
         try:
             if consumer is not None:
                 if not self._broken:
+                    self._broadcast_progress(time.monotonic())  # the last progress, for the next owner
                     self.commit()
                 consumer.close()  # the revoke callback drops what is still queued
         finally:
@@ -519,6 +542,8 @@ class Worker:
                 feedback.apply_pending(model)
         ran = self.run_for(self.run_slice)
         now = time.monotonic()
+        if self._keyed and now - self._last_progress >= self.progress_interval:
+            self._broadcast_progress(now)
         # Something to commit: records ran or were dead-lettered since the last commit, or a commit
         # was deferred by a rebalance. Commit when the buffer ran dry or the interval is up.
         if (ran or messages or self._commits) and (
@@ -567,7 +592,8 @@ class Worker:
                 unit.enqueued = enqueued
                 pending[1] += 1
                 enqueue(schedule.key(partition), ctx, unit)
-                schedule.metrics.consumed += 1
+                if unit.value is not None or not is_progress(unit.origin):
+                    schedule.metrics.consumed += 1
             if progress is not None:
                 inflight.admitted(progress, offset, pending)
             units += pending[1] - holds
@@ -758,6 +784,17 @@ class Worker:
                 _log.warning("transient consumer error: %s", exc)
                 return False
             raise
+
+    def _broadcast_progress(self, now: float) -> None:
+        """Progress records for the repartition topics (see ``docs/watermarks.md``), at most once per
+        ``progress_interval``: after the records they cover, and not waited for (the next commit's
+        flush acknowledges them), so that the loop never waits on a broker round trip for them alone.
+
+        The interval bounds how long a downstream window waits to hear of an upstream partition that
+        sends it no records: it adds up to that much to such a window's close."""
+        self._last_progress = now
+        for keyed in self._keyed:
+            self.counters.progress_records += keyed.broadcast_progress()
 
     def commit(self) -> None:
         """Produce and commit: outputs acknowledged, then state changelogged, then offsets committed.

@@ -6,6 +6,13 @@ belong to the sub-topologies of both of its inputs; they are built once per pipe
 sub-topology entering the join through the :class:`~cadenza.worker.operators.join.JoinInput` of its
 side.
 
+Watermark inputs come from the plan (``partitions``: topic -> partition count): a window or join
+reading a source topic has one input, its partition; one reading a repartition topic has every
+partition of the topic feeding that repartition topic, each of which holds the watermark back until
+it delivers (see ``docs/watermarks.md``). Such a task enters through a
+:class:`~cadenza.worker.operators.progress.ProgressGate`, and the key_by writing its topic sends it
+progress records (:meth:`~cadenza.worker.operators.routing.KeyByOp.broadcast_progress`).
+
 Hooks the worker passes in: ``store_factory`` makes each stateful step's store (memory by default,
 see :func:`cadenza.state.store_factory`); ``registry_client`` makes Avro sources read the Confluent
 Schema Registry wire format (see :func:`cadenza.worker.decode.make_registry_client`).
@@ -13,7 +20,7 @@ Schema Registry wire format (see :func:`cadenza.worker.decode.make_registry_clie
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +37,7 @@ from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.decode import Decoder, RepartitionDecoder, SourceDecoder
 from cadenza.worker.operators.base import Operator, chain
 from cadenza.worker.operators.join import JoinOp
+from cadenza.worker.operators.progress import ProgressGate
 from cadenza.worker.operators.routing import KeyByOp, SinkOp
 from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.operators.stateless import BranchOp, FilterOp, FlatMapOp, MapOp
@@ -48,7 +56,8 @@ class Task:
     ``windows`` are the stateful steps whose state follows this task's input partitions (window
     aggregates and join inputs): restored when a partition is assigned, dropped when it goes.
     ``stores`` are the state stores of this task's steps (a shared join's store appears in both of
-    its tasks); :meth:`close` releases them.
+    its tasks); :meth:`close` releases them. ``keyed`` are its key_by steps that send progress
+    records downstream: the worker calls their ``broadcast_progress`` every ``progress_interval``.
     """
 
     subtopology: SubTopology
@@ -56,6 +65,7 @@ class Task:
     root: Operator
     windows: list[StatefulStep] = field(default_factory=list)
     stores: list[StateStore] = field(default_factory=list)
+    keyed: list[KeyByOp] = field(default_factory=list)
 
     def decode(self, message: Message, topic: str, partition: int, offset: int) -> Unit | None:
         return self.decoder.decode(message, topic, partition, offset)
@@ -91,9 +101,13 @@ class _Builder:
         shared_ids: set[str],
         stores: StoreFactory,
         registry_client: SchemaRegistryLike | None,
+        subtopologies: list[SubTopology],
+        partitions: Mapping[str, int] | None,
     ) -> None:
         self.graph = graph
         self.sub = sub
+        self.subtopologies = subtopologies
+        self.partitions = partitions
         self.output = output
         self.counters = counters
         self.dead = dead
@@ -106,6 +120,7 @@ class _Builder:
         self.built: dict[str, Operator] = {}
         self.windows: list[StatefulStep] = []
         self.task_stores: list[StateStore] = []
+        self.keyed: list[KeyByOp] = []
         #: Per source step and output port, its consumers and which of their inputs each port feeds.
         self.ports: dict[str, dict[int, list[tuple[str, int]]]] = {}
         for edge in graph.edges:
@@ -153,7 +168,22 @@ class _Builder:
                 graph.name, sub.entry, self.dead, needs_event_time=sub.needs_event_time
             )
         self.windows.reverse()
-        return Task(sub, decoder, self.downstream(sub.entry), self.windows, self.task_stores)
+        root = self.downstream(sub.entry)
+        if sub.input_kind == "repartition" and sub.needs_event_time:
+            root = ProgressGate(sub.entry, root, self.windows)
+        return Task(sub, decoder, root, self.windows, self.task_stores, self.keyed)
+
+    def sources_of(self, sub: SubTopology) -> tuple[int, ...] | None:
+        """The watermark inputs of a window or join reading ``sub``'s topic (``None``: not known)."""
+        if sub.input_kind == "source":
+            return (0,)
+        if self.partitions is None:
+            return None
+        for writer in self.subtopologies:
+            if sub.input_topic in writer.repartition_topics:
+                count = self.partitions.get(writer.input_topic)
+                return None if count is None else tuple(range(count))
+        return None
 
     def join_inputs_here(self, node_id: str) -> list[int]:
         """Which inputs of join ``node_id`` this sub-topology feeds (both, when one stream feeds both)."""
@@ -176,14 +206,21 @@ class _Builder:
         if kind == "flat_map":
             return FlatMapOp(node_id, _fn(functions, graph, node_id), self.downstream(node_id), dead)
         if kind == "key_by" and node.repartition_topic is not None:
-            return KeyByOp(
+            topic = node.repartition_topic
+            readers_need = any(s.input_topic == topic and s.needs_event_time for s in self.subtopologies)
+            count = self.partitions.get(topic, 0) if self.partitions is not None and readers_need else 0
+            keyed = KeyByOp(
                 node_id,
                 _fn(functions, graph, node_id),
-                node.repartition_topic,
+                topic,
                 output=self.output,
                 dead=dead,
                 counters=counters,
+                partitions=count,
             )
+            if count:
+                self.keyed.append(keyed)
+            return keyed
         if kind == "branch":
             ports = tuple(self.downstream(node_id, port) for port in range(len(functions.predicates)))
             return BranchOp(node_id, functions.predicates, ports, dead)
@@ -233,6 +270,7 @@ class _Builder:
             counters=self.counters,
             store=store,
             idle_timeout=self.idle_timeout,
+            inputs=self.sources_of(self.sub),
         )
         self.windows.append(window)
         return window
@@ -261,7 +299,21 @@ class _Builder:
             counters=self.counters,
             store=self.new_store(node_id),
             idle_timeout=self.idle_timeout,
+            sources=self.join_sources(node_id),
         )
+
+    def join_sources(self, node_id: str) -> dict[int, tuple[int, ...]]:
+        """Per input (side) of join ``node_id``, its watermark inputs, where the plan knows them."""
+        sources: dict[int, tuple[int, ...]] = {}
+        for sub in self.subtopologies:
+            if node_id not in sub.nodes:
+                continue
+            here = set(sub.nodes) | {sub.entry}
+            known = self.sources_of(sub)
+            for edge in self.graph.edges:
+                if edge.target == node_id and edge.source in here and known is not None:
+                    sources[edge.input] = known
+        return sources
 
     def new_store(self, node_id: str) -> StateStore:
         store = self.stores(f"{self.graph.name}/{node_id}")
@@ -278,12 +330,14 @@ def build_tasks(
     idle_timeout: float | None = None,
     store_factory: StoreFactory | None = None,
     registry_client: SchemaRegistryLike | None = None,
+    partitions: Mapping[str, int] | None = None,
 ) -> list[Task]:
     """One task per sub-topology of ``graph`` (see :func:`cadenza.worker.topology.split`).
 
     ``store_factory``: where stateful steps keep state (in memory when not given).
     ``registry_client``: Avro sources then read the Schema Registry wire format (subject
-    ``<topic>-value``).
+    ``<topic>-value``). ``partitions``: topic -> partition count, from which windows and joins know
+    all their watermark inputs up front (without it they learn them from the records).
     """
     subtopologies = split(graph) if subtopologies is None else subtopologies
     for functions in graph.functions.values():  # the models repartition and changelog bytes may name
@@ -318,6 +372,8 @@ def build_tasks(
             shared_ids=shared_ids,
             stores=stores,
             registry_client=registry_client,
+            subtopologies=subtopologies,
+            partitions=partitions,
         ).task()
         for sub in subtopologies
     ]

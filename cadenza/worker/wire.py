@@ -25,6 +25,15 @@ offset (int64), the record's sequence number among the records that input produc
 (int32) and the event time (double; 0.0 when no window downstream needs it). The origin lets the
 window downstream recognise the copies a crashed upstream writes again when it replays, which
 at-least-once repartitioning produces: per upstream partition, origins only grow.
+
+Progress records (written to every partition of a repartition topic whose reader needs event time):
+no key, no value, and one header, ``cadenza-progress``, packing the upstream input partition (int32)
+and the largest event time (double) among the records that partition has had written to the topic
+so far. They are written after those records, by the same producer, so a reader that gets one has
+already got every record it covers; they let a downstream watermark move for an upstream partition
+that sends this partition nothing (see ``docs/watermarks.md``). The decoder turns one into a unit
+whose origin has offset and sequence ``-1`` (:func:`is_progress`); it skips the steps before the
+stateful ones and is never decoded, dead-lettered or counted as a record.
 """
 
 from __future__ import annotations
@@ -41,14 +50,18 @@ from cadenza.state.safe_codec import FORMAT, dumps, loads, resolve_model
 
 __all__ = [
     "ORIGIN_HEADER",
+    "PROGRESS_HEADER",
     "Origin",
     "decode_record_value",
     "encode_record_value",
     "encode_sink_key",
     "encode_window_result",
+    "is_progress",
     "pack_origin",
+    "pack_progress",
     "result_event_time",
     "unpack_origin",
+    "unpack_progress",
 ]
 
 ORIGIN_HEADER = "cadenza-origin"
@@ -63,6 +76,34 @@ pack_origin = _ORIGIN.pack
 def unpack_origin(data: bytes) -> Origin:
     origin: Origin = _ORIGIN.unpack(data)
     return origin
+
+
+PROGRESS_HEADER = "cadenza-progress"
+
+_PROGRESS = struct.Struct(">id")
+
+
+def pack_progress(upstream: int, event_time: float) -> bytes:
+    return _PROGRESS.pack(upstream, event_time)
+
+
+def unpack_progress(data: bytes) -> tuple[int, float]:
+    """``(upstream partition, event time)``; raises :class:`DecodeError` on anything else."""
+    try:
+        upstream, event_time = _PROGRESS.unpack(data)
+    except struct.error as exc:
+        raise DecodeError(f"malformed {PROGRESS_HEADER} header: {exc}", error_type="Malformed") from exc
+    if upstream < 0 or event_time - event_time != 0.0:
+        raise DecodeError(
+            f"malformed {PROGRESS_HEADER} header: partition {upstream}, event time {event_time}",
+            error_type="Malformed",
+        )
+    return upstream, float(event_time)
+
+
+def is_progress(origin: Origin | None) -> bool:
+    """Whether a unit with this origin is a progress record rather than a record (see above)."""
+    return origin is not None and origin[1] < 0
 
 
 def encode_record_value(value: Any) -> bytes:

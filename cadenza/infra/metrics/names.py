@@ -53,6 +53,7 @@ __all__ = [
     "SUBTOPOLOGY_LABELS",
     "TRUE_OUTPUT_RATE",
     "TRUE_PROCESSING_RATE",
+    "WATERMARK_IDLE_TIMEOUTS",
     "WORKER_RESTARTS",
     "MetricDef",
     "MetricKind",
@@ -283,6 +284,15 @@ KAFKA_CLIENT_ERRORS = MetricDef(
 connection failed), ``_ALL_BROKERS_DOWN``. A rising count with ``cadenza_broker_reachable`` at 1 is
 a flaky network; the fatal ones also stop the worker."""
 
+WATERMARK_IDLE_TIMEOUTS = MetricDef(
+    "cadenza_watermark_idle_timeouts",
+    MetricKind.COUNTER,
+    "Times a watermark input of a window or join step delivered nothing for watermark_idle_timeout "
+    "and stopped holding the watermark back (its later records may then be late).",
+    OPERATOR_LABELS,
+)
+"""Each firing is also logged, once per (step, partition, input); see docs/watermarks.md."""
+
 WORKER_RESTARTS = MetricDef(
     "cadenza_worker_restarts",
     _C,
@@ -395,6 +405,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     CONSUMER_LAG,
     PAUSED_PARTITIONS,
     PIPELINE_STOPPED,
+    WATERMARK_IDLE_TIMEOUTS,
     BROKER_REACHABLE,
     KAFKA_CLIENT_ERRORS,
     WORKER_RESTARTS,

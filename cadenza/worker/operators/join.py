@@ -9,11 +9,14 @@ records of the keys that hash to ``p``, and lives in partition ``p`` of the join
 
 Per partition: a :class:`~cadenza.operators.WindowedJoin` over a :class:`~cadenza.state.ChangelogView`
 of the step's store, and a :class:`~cadenza.operators.WatermarkTracker` whose inputs are the upstream
-partitions of each side (named by the records' origin header). Until each side has delivered a
-record, a placeholder input holds the watermark back, so a side that the consumer happens to fetch
-first cannot push the watermark past the other side's records and make them late (the tracker's idle
-timeout releases a side that stays silent). Late records go to the late topic; matches go downstream
-as ``(left, right)`` with the key and the later event time.
+partitions of each side (named by the records' origin header), all of them known from the plan when
+the partition is opened (``sources``), so a side or an upstream partition that the consumer happens to
+fetch first cannot push the watermark past the others' records and make them late (the tracker's idle
+timeout releases an input that stays silent; see ``docs/watermarks.md``). Where the plan does not
+know a side's inputs, a placeholder input holds the watermark back until that side delivers. Progress
+records from upstream (:meth:`JoinOp.progress_side`) move an input's event time without a value.
+Late records go to the late topic; matches go downstream as ``(left, right)`` with the key and the
+later event time.
 
 The changelog position keeps, per side, the next input offset (``Position.inputs``) and the origins
 applied, so after a restore each side skips exactly the input the state already holds.
@@ -91,13 +94,16 @@ class JoinOp(Operator):
         "changelog_topic",
         "counters",
         "dead",
+        "idle_logged",
         "idle_timeout",
+        "idle_timeouts",
         "inputs",
         "lateness",
         "max_out_of_orderness",
         "next",
         "on",
         "partitions",
+        "sources",
         "store",
         "touched",
         "within",
@@ -117,6 +123,7 @@ class JoinOp(Operator):
         counters: WorkerCounters,
         store: StateStore | None = None,
         idle_timeout: float | None = None,
+        sources: dict[int, tuple[int, ...]] | None = None,
     ) -> None:
         super().__init__(node_id)
         WindowedJoin(within, allowed_lateness, on)  # fails at worker start on a bad duration
@@ -125,6 +132,11 @@ class JoinOp(Operator):
         self.on = on
         self.max_out_of_orderness = max_out_of_orderness
         self.idle_timeout = idle_timeout
+        #: Per side, its upstream partitions from the plan ((0,) for a source topic); a side missing
+        #: here is stood for by a placeholder input until it delivers.
+        self.sources = dict(sources or {})
+        self.idle_timeouts = 0
+        self.idle_logged: set[tuple[int, Any]] = set()
         self.changelog_topic = changelog_topic
         self.next = next
         self.dead = dead
@@ -144,13 +156,34 @@ class JoinOp(Operator):
         if entries:
             view.load(entries)
         join = WindowedJoin(self.within, self.lateness, self.on, state=view)
+        initial: list[int] = []
+        for side in (LEFT, RIGHT):
+            known = self.sources.get(side)
+            if known is None:
+                initial.append(_placeholder(side))
+            else:
+                initial.extend(_input_id(upstream, side) for upstream in known)
         tracker = WatermarkTracker(
-            (_placeholder(LEFT), _placeholder(RIGHT)),
+            initial,
             max_out_of_orderness=self.max_out_of_orderness,
             idle_timeout=self.idle_timeout,
+            on_idle=lambda input_id: self._idle(partition, input_id),
         )
         part = self.partitions[partition] = _JoinPartition(join, view, tracker)
         return part
+
+    def _idle(self, partition: int, input_id: Any) -> None:
+        self.idle_timeouts += 1
+        if (partition, input_id) not in self.idle_logged:
+            self.idle_logged.add((partition, input_id))
+            _log.warning(
+                "step %r, partition %d: watermark input %s delivered nothing for %ss (idle timeout); it "
+                "no longer holds the watermark back, so its later records may be late",
+                self.node_id,
+                partition,
+                input_id,
+                self.idle_timeout,
+            )
 
     def restore_side(
         self, side: int, partition: int, entries: dict[Any, Any], position: Position | None
@@ -258,6 +291,25 @@ class JoinOp(Operator):
             for match in matches:
                 following.process(unit, key, (match.left, match.right), match.event_time, None)
 
+    def progress_side(self, side: int, unit: Unit, upstream: int, event_time: float) -> None:
+        """Apply a progress record of ``side``: its upstream partition ``upstream`` got to ``event_time``."""
+        partition = unit.partition
+        part = self.partitions.get(partition)
+        if part is None:
+            part = self._open(partition)
+        if unit.offset < part.skip_below.get(side, -1):
+            return
+        part.current[side] = None
+        input_id = _input_id(upstream, side)
+        part.sides.add(side)
+        part.tracker.remove_partition(_placeholder(side))
+        part.tracker.observe(input_id, event_time)
+        if event_time > part.event_times.get(input_id, -float("inf")):
+            part.event_times[input_id] = event_time
+        part.inputs[side] = unit.offset + 1
+        self.touched.add(partition)
+        part.join.advance(part.tracker.watermark())
+
     # -- changelog ------------------------------------------------------------------------------------
 
     def changelog_writes(self) -> list[tuple[int, list[ChangelogWrite]]]:
@@ -312,6 +364,13 @@ class JoinInput(Operator):
 
     def changelog_writes(self) -> list[tuple[int, list[ChangelogWrite]]]:
         return self.join.changelog_writes()
+
+    def progress(self, unit: Unit, source: int, event_time: float) -> None:
+        self.join.progress_side(self.side, unit, source, event_time)
+
+    @property
+    def idle_timeouts(self) -> int:
+        return self.join.idle_timeouts
 
     def __repr__(self) -> str:
         return f"JoinInput({self.node_id!r}, {_SIDES[self.side]})"

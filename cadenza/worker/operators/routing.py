@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -24,13 +25,17 @@ from cadenza.worker.output import OutHeaders, Output, RecordTooLargeError, too_l
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import (
     ORIGIN_HEADER,
+    PROGRESS_HEADER,
     encode_record_value,
     encode_sink_key,
     encode_window_result,
     pack_origin,
+    pack_progress,
 )
 
 __all__ = ["KeyByOp", "KeyByStamp", "SinkOp", "SinkStamp"]
+
+_NEG_INF = -math.inf
 
 KeyByStamp = Callable[[SchedulingContext, int, float, Any], bytes]
 """``(context in, event time, value) -> cadenza-ctx`` for the sub-topology reading the repartition topic."""
@@ -44,9 +49,28 @@ class KeyByOp(Operator):
     Each record carries its origin (see :mod:`cadenza.worker.wire`); ``seq`` numbers the records one
     unit produces here (a flat_map or a window upstream may produce several). A window on the input
     is dropped here: after re-keying, the record is grouped anew.
+
+    When the topic's reader keeps a watermark, ``partitions`` is the topic's partition count and
+    the step remembers, per input partition, the largest event time it has been handed;
+    :meth:`broadcast_progress` (called by the worker every ``progress_interval``) writes what grew to every
+    partition of the topic as a progress record, so each downstream partition learns how far every
+    upstream partition got, including those that sent it nothing (see ``docs/watermarks.md``).
     """
 
-    __slots__ = ("_last", "_seq", "counters", "dead", "fn", "metrics", "output", "stamp", "topic")
+    __slots__ = (
+        "_last",
+        "_progress",
+        "_sent",
+        "_seq",
+        "counters",
+        "dead",
+        "fn",
+        "metrics",
+        "output",
+        "partitions",
+        "stamp",
+        "topic",
+    )
 
     def __init__(
         self,
@@ -57,6 +81,7 @@ class KeyByOp(Operator):
         output: Output,
         dead: DeadLetters,
         counters: WorkerCounters,
+        partitions: int = 0,
     ) -> None:
         super().__init__(node_id)
         self.fn = fn
@@ -64,14 +89,24 @@ class KeyByOp(Operator):
         self.output = output
         self.dead = dead
         self.counters = counters
+        #: Partitions of ``topic`` to send progress records to; 0: its reader keeps no watermark.
+        self.partitions = partitions
         self._last: Unit | None = None
         self._seq = 0
+        #: Per input partition, the largest event time handed to this step, and the largest sent.
+        self._progress: dict[int, float] = {}
+        self._sent: dict[int, float] = {}
         #: Set by the worker's scheduling (see :mod:`cadenza.worker.deadlines`).
         self.stamp: KeyByStamp | None = None
         #: This step's Prometheus series, set by the worker: repartition records count as produced.
         self.metrics: OperatorMetrics | None = None
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
+        if self.partitions:
+            # Before the user's function: a record that fails is progress all the same.
+            progress = self._progress
+            if event_time > progress.get(unit.partition, _NEG_INF):
+                progress[unit.partition] = event_time
         try:
             new_key = self.fn(value)
             key_bytes = encode_key(new_key)
@@ -105,6 +140,25 @@ class KeyByOp(Operator):
         metrics = self.metrics
         if metrics is not None:
             metrics.produced += 1
+
+    def broadcast_progress(self) -> int:
+        """Write a progress record to every partition of the topic for each input partition whose
+        event time grew since the last call; returns how many were written.
+
+        Called after the records it covers were produced (same producer, so each partition gets them
+        first).
+        """
+        sent = self._sent
+        written = 0
+        for upstream, event_time in self._progress.items():
+            if event_time <= sent.get(upstream, _NEG_INF):
+                continue
+            sent[upstream] = event_time
+            headers: OutHeaders = [(PROGRESS_HEADER, pack_progress(upstream, event_time))]
+            for partition in range(self.partitions):
+                self.output.produce(self.topic, None, None, headers, partition)
+            written += self.partitions
+        return written
 
 
 class SinkOp(Operator):

@@ -11,6 +11,7 @@ from collections.abc import Collection
 from typing import Any, Protocol
 
 from cadenza.state import ChangelogWrite, Position
+from cadenza.worker.unit import Unit
 
 __all__ = ["StatefulStep"]
 
@@ -41,4 +42,13 @@ class StatefulStep(Protocol):
 
     def changelog_writes(self) -> list[tuple[int, list[ChangelogWrite]]]:
         """Per touched partition, its changed keys and then its position marker; clears ``touched``."""
+        ...
+
+    def progress(self, unit: Unit, source: int, event_time: float) -> None:
+        """Apply a progress record (``unit``): upstream partition ``source`` got to ``event_time``."""
+        ...
+
+    @property
+    def idle_timeouts(self) -> int:
+        """How many times the idle timeout of one of the step's watermark inputs fired."""
         ...

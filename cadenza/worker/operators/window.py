@@ -6,13 +6,17 @@ of the step's store) and its own :class:`~cadenza.operators.WatermarkTracker` (w
 ``max_out_of_orderness``). Per record: add it (records that miss closed windows go to the late topic),
 raise the watermark, emit what closed.
 
-The tracker's inputs are where event time comes from. Read from a source partition, that is the one
-partition. Read from a repartition topic, it is each *upstream* partition (named by the record's
-origin header): records of several source partitions interleave in a repartition partition, and one
-source partition running ahead (a consumer fetches partitions in chunks) would otherwise push the
-watermark past records the others have not delivered yet, making them late. So the watermark is the
-minimum over the upstream partitions seen, and one that stays silent for ``idle_timeout`` seconds
-stops holding it back.
+The tracker's inputs are where event time comes from, and all of them are known from the plan when
+the partition is opened (``inputs``): read from a source partition, that is the one partition (0);
+read from a repartition topic, it is every *upstream* partition that can write to it (named by the
+record's origin header), whether or not it has delivered anything yet. Records of several source
+partitions interleave in a repartition partition, and one source partition running ahead would
+otherwise push the watermark past records the others have not delivered yet, making them late. So
+the watermark is the minimum over all of them; one that stays silent for ``idle_timeout`` seconds
+stops holding it back (counted in :attr:`WindowOp.idle_timeouts`, logged once per input). Upstream
+partitions that send this partition no records still tell it how far they got, by progress records
+(see :mod:`cadenza.worker.wire`), which reach :meth:`WindowOp.progress` in offset order with the data.
+The rule is written down in ``docs/watermarks.md``.
 
 At the end of each batch the worker calls :meth:`WindowOp.changelog_writes`: the changed keys of each
 partition touched, then its position (next input offset, largest event time). On assignment
@@ -22,7 +26,9 @@ state already holds it (see :mod:`cadenza.state.changelog`).
 
 from __future__ import annotations
 
+import logging
 import math
+from collections.abc import Hashable
 from typing import Any
 
 from cadenza.operators import (
@@ -50,6 +56,8 @@ from cadenza.worker.wire import result_event_time
 __all__ = ["WindowOp", "aggregator_of", "assigner_of"]
 
 _NEG_INF = -math.inf
+
+_log = logging.getLogger("cadenza.worker")
 
 
 def assigner_of(
@@ -119,7 +127,10 @@ class WindowOp(Operator):
         "closed_end",
         "counters",
         "dead",
+        "idle_logged",
         "idle_timeout",
+        "idle_timeouts",
+        "inputs",
         "lateness",
         "max_out_of_orderness",
         "next",
@@ -142,9 +153,17 @@ class WindowOp(Operator):
         counters: WorkerCounters,
         store: StateStore | None = None,
         idle_timeout: float | None = None,
+        inputs: tuple[int, ...] | None = (0,),
     ) -> None:
         super().__init__(node_id)
         self.idle_timeout = idle_timeout
+        #: The watermark inputs of every partition, from the plan: (0,) for a source topic, the
+        #: upstream partitions for a repartition topic; ``None``: unknown, learnt from the records.
+        self.inputs = inputs
+        #: How many times an input's idle timeout fired (the ``cadenza_watermark_idle_timeouts`` metric).
+        self.idle_timeouts = 0
+        #: (partition, input) pairs whose idle timeout was logged: once each, not once per silence.
+        self.idle_logged: set[tuple[int, Hashable]] = set()
         self.assigner = assigner_of(spec)
         self.aggregator = aggregator_of(functions)
         # Built once here so a mistake such as a session window without merge fails at worker start,
@@ -172,10 +191,26 @@ class WindowOp(Operator):
             self.assigner, self.aggregator, self.lateness, state=view
         )
         tracker = WatermarkTracker(
-            max_out_of_orderness=self.max_out_of_orderness, idle_timeout=self.idle_timeout
+            self.inputs or (),
+            max_out_of_orderness=self.max_out_of_orderness,
+            idle_timeout=self.idle_timeout,
+            on_idle=lambda source: self._idle(partition, source),
         )
         part = self.partitions[partition] = _Partition(aggregation, view, tracker)
         return part
+
+    def _idle(self, partition: int, source: Hashable) -> None:
+        self.idle_timeouts += 1
+        if (partition, source) not in self.idle_logged:
+            self.idle_logged.add((partition, source))
+            _log.warning(
+                "step %r, partition %d: watermark input %s delivered nothing for %ss (idle timeout); it "
+                "no longer holds the watermark back, so its later records may be late",
+                self.node_id,
+                partition,
+                source,
+                self.idle_timeout,
+            )
 
     def restore(self, partition: int, entries: dict[Any, Any], position: Position | None) -> None:
         """Start ``partition`` from restored state (or empty, when ``position`` is None)."""
@@ -267,6 +302,36 @@ class WindowOp(Operator):
         failures: list[WindowFailure] = []
         results = aggregation.advance(part.tracker.watermark(), on_error=failures.append)
         for failure in failures:  # the user's result() raised while closing these windows
+            self.dead.function_failed(unit, self.node_id, failure.error)
+        if results:
+            self._emit(unit, results)
+
+    def progress(self, unit: Unit, source: int, event_time: float) -> None:
+        """Apply a progress record: upstream partition ``source`` has got to ``event_time``.
+
+        Handled like a record's event time without its value, so the watermark (and what it closes)
+        moves with it; its offset goes into the changelog position like a record's.
+        """
+        partition = unit.partition
+        part = self.partitions.get(partition)
+        if part is None:
+            part = self._open(partition)
+        if unit.offset < part.skip_below:
+            return
+        part.current = None
+        part.tracker.observe(source, event_time)
+        if event_time > part.event_times.get(source, _NEG_INF):
+            part.event_times[source] = event_time
+        part.next_offset = unit.offset + 1
+        self.touched.add(partition)
+        if part.pending_failures:
+            failed, part.pending_failures = part.pending_failures, []
+            for failure in failed:
+                self.dead.function_failed(unit, self.node_id, failure.error)
+        failures: list[WindowFailure] = []
+        results = part.pending + part.aggregation.advance(part.tracker.watermark(), on_error=failures.append)
+        part.pending = []
+        for failure in failures:
             self.dead.function_failed(unit, self.node_id, failure.error)
         if results:
             self._emit(unit, results)
