@@ -1,0 +1,83 @@
+"""Worker discovery through the real broker: an announced worker is found and scraped, its
+tombstone removes it, and garbage on the topic is skipped and counted."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from cadenza.dashboard import Dashboard, DiscoveryReader
+from cadenza.infra.kafka.clients import make_producer
+from cadenza.infra.metrics import WorkerAnnouncer, advertised_url, discovery_topic_spec, names
+from cadenza.infra.metrics.prometheus import PrometheusExporter
+from cadenza.settings import KafkaSettings
+from cadenza.testing.pytest_plugin import NewTopic
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_an_announced_worker_is_scraped_and_its_tombstone_removes_it(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    topic = new_topic(partitions=1, configs=discovery_topic_spec("x").configs)
+    exporter = PrometheusExporter()
+    exporter.register_callback(names.LATENCY_TARGET, lambda: {("LS", "LS-p"): 0.05})
+    server = exporter.start_http(0)
+    url = advertised_url(server.host, server.port)
+    announcer = WorkerAnnouncer(
+        kafka_settings,
+        worker_id="test-worker-1",
+        url=url,
+        group="g",
+        pipelines=["LS-p"],
+        topic=topic,
+        interval_s=0.5,
+        create_topic=False,
+    ).start()
+    garbage, _ = make_producer(kafka_settings)
+    garbage.produce(topic, key=b"junk", value=b"\x00 not an announcement")
+    garbage.produce(topic, key=None, value=b"{}")
+    garbage.flush(10)
+    reader = DiscoveryReader(kafka_settings, topic, heartbeat_stale_s=10.0)
+    board = Dashboard([], discovery=reader.workers, stale_after_s=10.0)
+    try:
+        assert wait_for(lambda: url in reader.workers(time.time())), "the announcement never arrived"
+        found = reader.workers(time.time())[url]
+        assert found.announcement.worker_id == "test-worker-1"
+        assert found.announcement.pipelines == ("LS-p",) and not found.stale
+        board.poll()
+        (worker,) = board.view()["workers"]
+        assert worker["url"] == url and worker["status"] == "up", worker
+        assert [p["target_ms"] for p in board.view()["pipelines"]] == [50.0]  # really scraped
+        assert wait_for(lambda: announcer.announcements >= 2)  # it keeps announcing
+        assert announcer.failures == 0
+        assert wait_for(lambda: reader.skipped >= 2)
+        assert reader.skipped == 2
+
+        announcer.close()  # a clean stop
+        assert wait_for(lambda: url not in reader.workers(time.time())), "the tombstone was not applied"
+        board.poll()
+        assert board.view()["workers"] == []
+    finally:
+        announcer.close()
+        reader.close()
+        board.close()
+        server.close()
+
+
+def test_an_unreachable_broker_is_counted_not_raised() -> None:
+    settings = KafkaSettings(bootstrap_servers="127.0.0.1:1", request_timeout_ms=1000)
+    announcer = WorkerAnnouncer(
+        settings, worker_id="w", url="http://h:1", group="g", pipelines=[], interval_s=1.0, create_topic=False
+    )
+    assert announcer.announce_once() is False
+    assert announcer.failures == 1 and announcer.announcements == 0
+    announcer.close(timeout=2.0)  # the tombstone fails too, quietly
+    assert announcer.failures == 2
