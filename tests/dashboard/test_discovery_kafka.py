@@ -3,10 +3,16 @@ tombstone removes it, and garbage on the topic is skipped and counted."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
-from cadenza.dashboard import Dashboard, DiscoveryReader
+from cadenza.dashboard import Dashboard, DiscoveryReader, parse_exposition
 from cadenza.infra.kafka.clients import make_producer
 from cadenza.infra.metrics import WorkerAnnouncer, advertised_url, discovery_topic_spec, names
 from cadenza.infra.metrics.prometheus import PrometheusExporter
@@ -81,3 +87,36 @@ def test_an_unreachable_broker_is_counted_not_raised() -> None:
     assert announcer.failures == 1 and announcer.announcements == 0
     announcer.close(timeout=2.0)  # the tombstone fails too, quietly
     assert announcer.failures == 2
+
+
+def test_cadenza_worker_announces_itself_and_says_goodbye_on_sigterm(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    source, sink, topic = new_topic(), new_topic(), new_topic(configs=discovery_topic_spec("x").configs)
+    (tmp_path / "flows.py").write_text(
+        "from cadenza.pipelines import Pipeline\n"
+        f"p = Pipeline('announced', tenant='t', latency_target='1s')\n"
+        f"p.source({source!r}).map(lambda v: v).sink({sink!r})\n"
+    )
+    env = {**os.environ, "CADENZA_BOOTSTRAP_SERVERS": kafka_settings.bootstrap_servers}
+    command = [sys.executable, "-m", "cadenza", "worker", "flows.py", "--metrics-port", "0"]
+    command += ["--discovery-topic", topic, "--activities-topic", "off", "--group", f"g-{topic}"]
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    reader = DiscoveryReader(kafka_settings, topic)
+    try:
+        assert wait_for(lambda: len(reader.workers(time.time())) == 1, 60), "the worker never announced"
+        ((url, found),) = reader.workers(time.time()).items()
+        assert found.announcement.pipelines == ("announced",) and found.announcement.group == f"g-{topic}"
+        assert parse_exposition(
+            urllib.request.urlopen(url + "/metrics", timeout=5).read().decode(), 0.0
+        ).pipelines
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        assert wait_for(lambda: reader.workers(time.time()) == {}), "no tombstone after a clean stop"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        reader.close()
