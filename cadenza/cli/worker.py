@@ -203,15 +203,19 @@ def worker_command(
         if announcer is not None:
             announcer.url = url  # a restarted worker may have bound another port (--metrics-port 0)
         elif discovery_topic not in ("", "off"):
-            announcer = WorkerAnnouncer(
-                settings,
-                worker_id=f"{socket.gethostname()}-{os.getpid()}",
-                url=url,
-                group=group,
-                pipelines=[pipeline.name for pipeline in pipelines],
-                topic=discovery_topic,
-            ).start()
-            _say(f"announcing {url} on {discovery_topic}")
+            try:
+                announcer = WorkerAnnouncer(
+                    settings,
+                    worker_id=f"{socket.gethostname()}-{os.getpid()}",
+                    url=url,
+                    group=group,
+                    pipelines=[pipeline.name for pipeline in pipelines],
+                    topic=discovery_topic,
+                ).start()
+            except Exception as exc:  # discovery is a convenience: the worker runs without it
+                _say(f"not announcing on {discovery_topic}: {exc}")
+            else:
+                _say(f"announcing {url} on {discovery_topic}")
 
     supervisor = WorkerSupervisor(make_worker, max_restarts=max_restarts, on_worker=on_worker)
 

@@ -106,8 +106,12 @@ class DiscoveryReader:
                 if message.error() is not None:
                     continue
                 with self._lock:
-                    if not self._state.apply(message.key(), message.value()):
-                        _log.debug("skipped a discovery record: %s", self._state.last_error)
+                    applied = self._state.apply(message.key(), message.value())
+                    skipped, reason = self._state.skipped, self._state.last_error
+                if not applied:
+                    # Loud once (a misconfigured producer writes to the wrong topic), quiet after.
+                    level = logging.WARNING if skipped == 1 else logging.DEBUG
+                    _log.log(level, "skipped a record of %s (%d so far): %s", self.topic, skipped, reason)
 
     def workers(self, now: float) -> dict[str, DiscoveredWorker]:
         """The workers announced now, by URL (what :class:`~cadenza.dashboard.live.Dashboard` polls)."""

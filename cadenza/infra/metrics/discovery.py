@@ -212,7 +212,10 @@ class WorkerAnnouncer:
 
     def announce_once(self) -> bool:
         """Write one announcement and wait for it; ``False`` (logged, counted) when it failed."""
-        return self._send(self.announcement().to_json())
+        sent = self._send(self.announcement().to_json())
+        if sent:
+            self.announcements += 1
+        return sent
 
     def _send(self, value: bytes | None) -> bool:
         outcome: list[BaseException | None] = []
@@ -232,7 +235,6 @@ class WorkerAnnouncer:
             self.failures += 1
             _log.warning("announcing worker %s on %s failed: %s", self.worker_id, self.topic, exc)
             return False
-        self.announcements += 1
         return True
 
     def _run(self) -> None:
@@ -243,7 +245,10 @@ class WorkerAnnouncer:
             self._stop.wait(self.interval_s)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop announcing and write the tombstone (a clean stop: readers drop this worker)."""
+        """Stop announcing and write the tombstone (a clean stop: readers drop this worker).
+
+        Idempotent: a second call writes the tombstone again, which readers treat the same.
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
