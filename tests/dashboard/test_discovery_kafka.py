@@ -3,7 +3,9 @@ tombstone removes it, and garbage on the topic is skipped and counted."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from cadenza.dashboard import Dashboard, DiscoveryReader, parse_exposition
 from cadenza.infra.kafka.clients import make_producer
@@ -120,3 +123,46 @@ def test_cadenza_worker_announces_itself_and_says_goodbye_on_sigterm(
             process.kill()
             process.wait(10)
         reader.close()
+
+
+def test_cadenza_dashboard_follows_the_discovery_topic(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    topic = new_topic(configs=discovery_topic_spec("x").configs)
+    exporter = PrometheusExporter()
+    exporter.register_callback(names.LATENCY_TARGET, lambda: {("BA", "BA-p"): 5.0})
+    server = exporter.start_http(0)
+    url = advertised_url(server.host, server.port)
+    env = {**os.environ, "CADENZA_BOOTSTRAP_SERVERS": kafka_settings.bootstrap_servers, "COLUMNS": "200"}
+    env["CADENZA_DASHBOARD_DISCOVERY_TOPIC"] = topic  # the env var, as a container sets it
+    command = [sys.executable, "-m", "cadenza", "dashboard", "--port", "0", "--interval", "0.5"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    announcer = WorkerAnnouncer(
+        kafka_settings, worker_id="w-cli", url=url, group="g", pipelines=["BA-p"], topic=topic, interval_s=1.0
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert match and topic in line, line
+
+        def workers() -> dict[str, Any]:
+            with urllib.request.urlopen(match.group(0) + "api/state", timeout=5) as response:
+                return {w["url"]: w for w in json.load(response)["workers"]}
+
+        assert workers() == {}  # nobody announced yet: an empty page, not an error
+        announcer.start()
+        assert wait_for(lambda: workers().get(url, {}).get("status") == "up", 60), workers()
+        assert workers()[url]["worker_id"] == "w-cli"
+        announcer.close()
+        assert wait_for(lambda: workers() == {}, 30), workers()
+    finally:
+        announcer.close()
+        server.close()
+        process.send_signal(signal.SIGTERM)
+        try:
+            assert process.wait(20) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
