@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -80,7 +81,7 @@ def dashboard_command(
         window_s=window,
         stale_after_s=stale_after,
         deadline_goal=deadline_goal,
-        extras=reader.extras if reader is not None else None,
+        extras=_extras(reader, found) if reader is not None or found is not None else None,
         discovery=found.workers if found is not None else None,
     )
     server = serve_dashboard(board, host=host, port=port, interval_s=interval)
@@ -99,3 +100,15 @@ def dashboard_command(
             reader.close()
         if found is not None:
             found.close()
+
+
+def _extras(reader: FeedbackReader | None, found: DiscoveryReader | None) -> Callable[[], dict[str, Any]]:
+    """The page's extra sections: the feedback topic's summaries and the discovery topic's state."""
+
+    def extras() -> dict[str, Any]:
+        sections = reader.extras() if reader is not None else {}
+        if found is not None:
+            sections["discovery"] = found.status()
+        return sections
+
+    return extras

@@ -13,6 +13,7 @@ import logging
 import threading
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from cadenza.infra.kafka.clients import make_consumer
 from cadenza.infra.metrics.discovery import Announcement, AnnouncementError, parse_announcement
@@ -43,6 +44,10 @@ class DiscoveredWorkers:
         self._by_id: dict[str, Announcement] = {}
         self.skipped = 0
         self.last_error: str | None = None
+
+    def __len__(self) -> int:
+        """Workers announced and not yet gone (by worker id)."""
+        return len(self._by_id)
 
     def apply(self, key: bytes | None, value: bytes | None) -> bool:
         """Take one record of the topic into account; ``False`` when it was skipped (and counted)."""
@@ -112,6 +117,15 @@ class DiscoveryReader:
                     # Loud once (a misconfigured producer writes to the wrong topic), quiet after.
                     level = logging.WARNING if skipped == 1 else logging.DEBUG
                     _log.log(level, "skipped a record of %s (%d so far): %s", self.topic, skipped, reason)
+
+    def status(self) -> dict[str, Any]:
+        """What the page says about discovery: the topic, how many workers, how many records skipped."""
+        with self._lock:
+            return {
+                "topic": self.topic,
+                "workers": len(self._state),
+                "skipped": self._state.skipped,
+            }
 
     def workers(self, now: float) -> dict[str, DiscoveredWorker]:
         """The workers announced now, by URL (what :class:`~cadenza.dashboard.live.Dashboard` polls)."""

@@ -154,6 +154,20 @@ def test_cadenza_dashboard_follows_the_discovery_topic(
         announcer.start()
         assert wait_for(lambda: workers().get(url, {}).get("status") == "up", 60), workers()
         assert workers()[url]["worker_id"] == "w-cli"
+        garbage, _ = make_producer(kafka_settings)
+        garbage.produce(topic, key=b"w-x", value=b"not json")
+        garbage.flush(10)
+
+        def discovery() -> dict[str, Any]:
+            with urllib.request.urlopen(match.group(0) + "api/state", timeout=5) as response:
+                found: dict[str, Any] = json.load(response)["extras"]["discovery"]
+                return found
+
+        assert wait_for(lambda: discovery()["skipped"] == 1, 30), discovery()
+        assert discovery() == {"topic": topic, "workers": 1, "skipped": 1}
+        with urllib.request.urlopen(match.group(0), timeout=5) as response:
+            page = response.read().decode()
+        assert f"{url} (w-cli)" in page and "1 record(s) skipped" in page
         announcer.close()
         assert wait_for(lambda: workers() == {}, 30), workers()
     finally:
