@@ -93,6 +93,14 @@ def worker_command(
     metrics_host: Annotated[
         str, typer.Option(envvar="CADENZA_METRICS_HOST", help="Address the metrics port binds.")
     ] = "127.0.0.1",
+    metrics_advertised_host: Annotated[
+        str | None,
+        typer.Option(
+            envvar="CADENZA_METRICS_ADVERTISED_HOST",
+            help="Host others reach the metrics port at, as announced on the discovery topic (default: "
+            "--metrics-host, or the hostname when that is a wildcard such as 0.0.0.0).",
+        ),
+    ] = None,
     discovery_topic: Annotated[
         str,
         typer.Option(
@@ -199,7 +207,7 @@ def worker_command(
             server.close()
         server = worker.exporter.start_http(metrics_port, host=metrics_host)
         _say(f"metrics on {server.url}/metrics")
-        url = advertised_url(server.host, server.port)
+        url = advertised_url(metrics_advertised_host or server.host, server.port)
         if announcer is not None:
             announcer.url = url  # a restarted worker may have bound another port (--metrics-port 0)
         elif discovery_topic not in ("", "off"):

@@ -103,6 +103,7 @@ def test_cadenza_worker_announces_itself_and_says_goodbye_on_sigterm(
     )
     env = {**os.environ, "CADENZA_BOOTSTRAP_SERVERS": kafka_settings.bootstrap_servers}
     command = [sys.executable, "-m", "cadenza", "worker", "flows.py", "--metrics-port", "0"]
+    command += ["--metrics-advertised-host", "localhost"]
     command += ["--discovery-topic", topic, "--activities-topic", "off", "--group", f"g-{topic}"]
     process = subprocess.Popen(
         command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -111,6 +112,7 @@ def test_cadenza_worker_announces_itself_and_says_goodbye_on_sigterm(
     try:
         assert wait_for(lambda: len(reader.workers(time.time())) == 1, 60), "the worker never announced"
         ((url, found),) = reader.workers(time.time()).items()
+        assert url.startswith("http://localhost:"), url  # the advertised host, not the bound one
         assert found.announcement.pipelines == ("announced",) and found.announcement.group == f"g-{topic}"
         assert parse_exposition(
             urllib.request.urlopen(url + "/metrics", timeout=5).read().decode(), 0.0
