@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -18,6 +19,7 @@ import typer
 
 from cadenza.analysis.kafka_trace import ACTIVITIES_TOPIC
 from cadenza.cli.console import LogFormat, command_errors, setup_logging
+from cadenza.infra.metrics.discovery import DEFAULT_DISCOVERY_TOPIC, WorkerAnnouncer, advertised_url
 from cadenza.infra.metrics.server import MetricsServer
 from cadenza.pipelines import Pipeline, load_pipelines
 from cadenza.settings import KafkaSettings
@@ -91,6 +93,22 @@ def worker_command(
     metrics_host: Annotated[
         str, typer.Option(envvar="CADENZA_METRICS_HOST", help="Address the metrics port binds.")
     ] = "127.0.0.1",
+    metrics_advertised_host: Annotated[
+        str | None,
+        typer.Option(
+            envvar="CADENZA_METRICS_ADVERTISED_HOST",
+            help="Host others reach the metrics port at, as announced on the discovery topic (default: "
+            "--metrics-host, or the hostname when that is a wildcard such as 0.0.0.0).",
+        ),
+    ] = None,
+    discovery_topic: Annotated[
+        str,
+        typer.Option(
+            envvar="CADENZA_DISCOVERY_TOPIC",
+            help="With --metrics-port: announce the metrics URL on this compacted topic every few seconds "
+            "(for cadenza dashboard --discovery-topic); 'off' announces nothing.",
+        ),
+    ] = DEFAULT_DISCOVERY_TOPIC,
     spans_topic: Annotated[
         str | None,
         typer.Option(envvar="CADENZA_SPANS_TOPIC", help="Send sampled per-operator spans to this topic."),
@@ -178,16 +196,34 @@ def worker_command(
         )
 
     server: MetricsServer | None = None
+    announcer: WorkerAnnouncer | None = None
 
     def on_worker(worker: Worker) -> None:
         # Each (re)started worker has its own registry and health state: serve the current one.
-        nonlocal server
+        nonlocal server, announcer
         if metrics_port is None:
             return
         if server is not None:
             server.close()
         server = worker.exporter.start_http(metrics_port, host=metrics_host)
         _say(f"metrics on {server.url}/metrics")
+        url = advertised_url(metrics_advertised_host or server.host, server.port)
+        if announcer is not None:
+            announcer.url = url  # a restarted worker may have bound another port (--metrics-port 0)
+        elif discovery_topic not in ("", "off"):
+            try:
+                announcer = WorkerAnnouncer(
+                    settings,
+                    worker_id=f"{socket.gethostname()}-{os.getpid()}",
+                    url=url,
+                    group=group,
+                    pipelines=[pipeline.name for pipeline in pipelines],
+                    topic=discovery_topic,
+                ).start()
+            except Exception as exc:  # discovery is a convenience: the worker runs without it
+                _say(f"not announcing on {discovery_topic}: {exc}")
+            else:
+                _say(f"announcing {url} on {discovery_topic}")
 
     supervisor = WorkerSupervisor(make_worker, max_restarts=max_restarts, on_worker=on_worker)
 
@@ -209,6 +245,8 @@ def worker_command(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if announcer is not None:
+            announcer.close()  # the tombstone: dashboards drop this worker now, not after a timeout
         if server is not None:
             server.close()
     counts = ", ".join(f"{name}={value}" for name, value in worker.counters.snapshot().items())

@@ -3,12 +3,14 @@
 Modules: :mod:`~cadenza.dashboard.scrape` reads a worker's Prometheus endpoint,
 :mod:`~cadenza.dashboard.histogram` turns histograms into quantiles, :mod:`~cadenza.dashboard.live`
 keeps the windowed numbers and a bounded history, :mod:`~cadenza.dashboard.feedback` follows the
-feedback topic, :mod:`~cadenza.dashboard.page` renders the page and :mod:`~cadenza.dashboard.server`
-serves it (standard library only; uPlot is vendored in ``static/``).
+feedback topic, :mod:`~cadenza.dashboard.discovery` the workers' announcements,
+:mod:`~cadenza.dashboard.page` renders the page and :mod:`~cadenza.dashboard.server` serves it
+(standard library only; uPlot is vendored in ``static/``).
 """
 
 from __future__ import annotations
 
+from cadenza.dashboard.discovery import DiscoveredWorker, DiscoveredWorkers, DiscoveryReader
 from cadenza.dashboard.feedback import FeedbackReader
 from cadenza.dashboard.histogram import bucket_delta, histogram_quantile
 from cadenza.dashboard.live import Dashboard
@@ -18,6 +20,9 @@ from cadenza.dashboard.server import DashboardServer, serve_dashboard
 __all__ = [
     "Dashboard",
     "DashboardServer",
+    "DiscoveredWorker",
+    "DiscoveredWorkers",
+    "DiscoveryReader",
     "FeedbackReader",
     "ScrapeError",
     "WorkerSnapshot",

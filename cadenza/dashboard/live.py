@@ -9,6 +9,12 @@ most ``history`` points, which is all the memory the dashboard keeps, and all a 
 A worker that does not answer is *down* (with the reason) and drops out of the sums; one whose last
 good scrape is older than ``stale_after_s`` is *stale*, and so is the whole view when polling stopped.
 A pipeline no answering worker reports keeps its last numbers on the page, flagged stale.
+
+Workers are the ``--worker`` URLs, which stay for the dashboard's life, plus those a ``discovery``
+callable (:class:`~cadenza.dashboard.discovery.DiscoveryReader`) announces at each poll: a newly
+announced worker is polled from then on, one whose tombstone was read is dropped, and one whose
+heartbeat is older than the reader's bound is shown *stale* even while its endpoint still answers
+(it may have lost the broker).
 """
 
 from __future__ import annotations
@@ -16,11 +22,12 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from cadenza.dashboard.discovery import DiscoveredWorker
 from cadenza.dashboard.histogram import Buckets, bucket_delta, histogram_quantile
 from cadenza.dashboard.scrape import PipelineCounts, ScrapeError, WorkerSnapshot, scrape_worker
 from cadenza.scheduling.clock import Clock, SystemClock
@@ -32,6 +39,9 @@ Scraper = Callable[[str, float], WorkerSnapshot]
 
 Json = dict[str, Any]
 
+Discovery = Callable[[float], Mapping[str, DiscoveredWorker]]
+"""The workers announced at ``now``, by metrics URL (:meth:`DiscoveryReader.workers`)."""
+
 
 @dataclass
 class _Worker:
@@ -39,6 +49,8 @@ class _Worker:
     snapshots: deque[WorkerSnapshot] = field(default_factory=deque)
     last_ok: float | None = None
     error: str | None = None
+    #: ``None`` for a ``--worker`` URL; else the newest announcement and its heartbeat's age.
+    discovered: DiscoveredWorker | None = None
 
 
 @dataclass
@@ -77,9 +89,10 @@ class Dashboard:
         clock: Clock | None = None,
         scraper: Scraper | None = None,
         extras: Callable[[], Json] | None = None,
+        discovery: Discovery | None = None,
     ) -> None:
-        if not workers:
-            raise ValueError("the dashboard needs at least one worker URL (--worker)")
+        if not workers and discovery is None:
+            raise ValueError("the dashboard needs at least one worker URL (--worker) or a discovery topic")
         if window_s <= 0 or stale_after_s <= 0 or history < 2:
             raise ValueError("window_s and stale_after_s must be positive and history at least 2")
         if not 0.0 < deadline_goal <= 1.0:
@@ -91,13 +104,15 @@ class Dashboard:
         timeout = scrape_timeout_s
         self._scrape: Scraper = scraper or (lambda url, at: scrape_worker(url, at, timeout))
         self._extras = extras
-        self._workers = [_Worker(url) for url in dict.fromkeys(workers)]
+        self._static = list(dict.fromkeys(workers))
+        self._workers = [_Worker(url) for url in self._static]
+        self._discovery = discovery
         self._history: deque[Json] = deque(maxlen=history)
         self._last_poll: float | None = None
         #: The last numbers of every pipeline seen, shown (flagged stale) while no worker reports it.
         self._last_rows: dict[tuple[str, str], Json] = {}
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=min(8, len(self._workers)), thread_name_prefix="scrape")
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="scrape")
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -107,9 +122,14 @@ class Dashboard:
     def poll(self) -> None:
         """Scrape every worker once (concurrently) and append one point to the history."""
         now = self._clock.now()
-        results = list(self._pool.map(lambda w: self._scrape_one(w.url, now), self._workers))
+        announced = self._discovery(now) if self._discovery is not None else None
         with self._lock:
-            for worker, result in zip(self._workers, results, strict=True):
+            if announced is not None:
+                self._follow(announced)
+            workers = list(self._workers)
+        results = list(self._pool.map(lambda w: self._scrape_one(w.url, now), workers))
+        with self._lock:
+            for worker, result in zip(workers, results, strict=True):
                 if isinstance(result, WorkerSnapshot):
                     worker.snapshots.append(result)
                     worker.last_ok, worker.error = now, None
@@ -120,6 +140,18 @@ class Dashboard:
             self._last_poll = now
             self._history.append(self._point(now))
 
+    def _follow(self, announced: Mapping[str, DiscoveredWorker]) -> None:
+        """Add the newly announced workers, drop those whose tombstone came (never a ``--worker``)."""
+        known = {worker.url: worker for worker in self._workers}
+        kept = [worker for worker in self._workers if worker.url in self._static or worker.url in announced]
+        for url, found in announced.items():
+            worker = known.get(url)
+            if worker is None:
+                worker = _Worker(url)
+                kept.append(worker)
+            worker.discovered = found
+        self._workers = kept
+
     def _scrape_one(self, url: str, now: float) -> WorkerSnapshot | str:
         try:
             return self._scrape(url, now)
@@ -128,7 +160,10 @@ class Dashboard:
 
     def _up(self, worker: _Worker, now: float) -> bool:
         return (
-            worker.error is None and worker.last_ok is not None and now - worker.last_ok <= self.stale_after_s
+            worker.error is None
+            and worker.last_ok is not None
+            and now - worker.last_ok <= self.stale_after_s
+            and not (worker.discovered is not None and worker.discovered.stale)
         )
 
     # -- windowed numbers --------------------------------------------------------------------------
@@ -206,15 +241,26 @@ class Dashboard:
         rows: list[Json] = []
         for worker in self._workers:
             age = None if worker.last_ok is None else now - worker.last_ok
-            if worker.error is not None:
+            found = worker.discovered
+            error = worker.error
+            if error is not None:
                 status = "down"
+            elif found is not None and found.stale:
+                status = "stale"
+                error = f"no heartbeat on the discovery topic for {found.heartbeat_age_s:.0f} s"
             elif worker.last_ok is None:
                 status = "waiting"
             elif age is not None and age > self.stale_after_s:
                 status = "stale"
             else:
                 status = "up"
-            row: Json = {"url": worker.url, "status": status, "error": worker.error, "age_s": age}
+            row: Json = {"url": worker.url, "status": status, "error": error, "age_s": age}
+            if found is not None:
+                row |= {
+                    "worker_id": found.announcement.worker_id,
+                    "group": found.announcement.group,
+                    "heartbeat_age_s": found.heartbeat_age_s,
+                }
             if worker.snapshots and status == "up":
                 newest = worker.snapshots[-1]
                 oldest = worker.snapshots[0]

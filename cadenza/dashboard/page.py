@@ -60,8 +60,9 @@ def _pipeline_row(row: Json) -> str:
 
 def _worker_row(row: Json) -> str:
     busy = row.get("busy_share")
+    name = row["url"] + (f" ({row['worker_id']})" if row.get("worker_id") else "")
     cells = [
-        escape(row["url"]),
+        escape(name),
         escape(row["status"]) + (f": {escape(row['error'])}" if row.get("error") else ""),
         _ratio(busy),
         _num(row.get("buffered"), 0),
@@ -96,7 +97,16 @@ def render_page(view: Json) -> str:
     pipelines = "".join(_pipeline_row(row) for row in view["pipelines"]) or (
         f'<tr><td colspan="{len(_PIPELINE_HEAD)}">no pipeline reported yet</td></tr>'
     )
-    workers = "".join(_worker_row(row) for row in view["workers"])
+    workers = "".join(_worker_row(row) for row in view["workers"]) or (
+        f'<tr><td colspan="{len(_WORKER_HEAD)}">no worker announced yet</td></tr>'
+    )
+    discovery = view.get("extras", {}).get("discovery")
+    discovery_line = (
+        f'<p id="discovery">following {escape(discovery["topic"])}: {discovery["workers"]} worker(s) '
+        f"announced, {discovery['skipped']} record(s) skipped</p>"
+        if discovery
+        else '<p id="discovery" hidden></p>'
+    )
     stale_hidden = "" if view["stale"] else " hidden"
     goal = _ratio(view["deadline_goal"])
     initial = json.dumps(view, allow_nan=False).replace("</", "<\\/")
@@ -122,6 +132,7 @@ def render_page(view: Json) -> str:
 </section>
 <section>
   <h2>Workers</h2>
+  {discovery_line}
   <table id="workers"><thead>{_head(_WORKER_HEAD)}</thead><tbody>{workers}</tbody></table>
   <div id="worker-charts"></div>
   <h3>Partitions</h3>

@@ -146,9 +146,9 @@ def image_env(target: str) -> dict[str, str]:
 # -- compose --------------------------------------------------------------------------------------------
 
 
-def test_compose_has_kafka_two_workers_stats_and_a_load_generator() -> None:
+def test_compose_has_kafka_two_workers_stats_a_load_generator_and_the_dashboard() -> None:
     commands = {name: (SERVICES[name].get("command") or [None])[0] for name in CADENZA_SERVICES}
-    assert sorted(commands.values()) == ["generate", "stats", "worker"]
+    assert sorted(commands.values()) == ["dashboard", "generate", "stats", "worker"]
     worker = next(SERVICES[name] for name, first in commands.items() if first == "worker")
     assert worker["deploy"]["replicas"] == 2
     assert service_env(worker)["CADENZA_GROUP"], "the replicas must share one consumer group"

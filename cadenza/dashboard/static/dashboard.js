@@ -46,9 +46,11 @@
     const parts = document.querySelector("#partitions tbody");
     tbody.replaceChildren();
     parts.replaceChildren();
+    if (rows.length === 0) row(tbody, ["no worker announced yet"], "");
     for (const w of rows) {
       const status = w.error ? w.status + ": " + w.error : w.status;
-      row(tbody, [w.url, status, pct(w.busy_share), num(w.buffered, 0), num(w.paused, 0), num(w.restarts, 0)],
+      const name = w.worker_id ? w.url + " (" + w.worker_id + ")" : w.url;
+      row(tbody, [name, status, pct(w.busy_share), num(w.buffered, 0), num(w.paused, 0), num(w.restarts, 0)],
         "worker " + w.status);
       for (const p of w.partitions || []) {
         row(parts, [w.url, p.topic, String(p.partition), num(p.buffered, 0), num(p.lag, 0)], "partition");
@@ -67,6 +69,15 @@
     pre.textContent = JSON.stringify(value, null, 2);
     el.appendChild(pre);
   }
+
+  function renderDiscovery(d) {
+    const el = document.getElementById("discovery");
+    el.hidden = !d;
+    if (d) el.textContent = describeDiscovery(d);
+  }
+
+  const describeDiscovery = (d) =>
+    "following " + d.topic + ": " + d.workers + " worker(s) announced, " + d.skipped + " record(s) skipped";
 
   // y: "ratio" (0..1), "log" (latencies spanning ms to a bulk tenant's seconds) or "linear".
   function chart(container, key, title, names, data, colors, y) {
@@ -129,6 +140,7 @@
     renderWorkers(view.workers);
     renderExtra("critical-path", view.extras.critical_path);
     renderExtra("pool", view.extras.pool);
+    renderDiscovery(view.extras.discovery);
     drawHistory(view);
     const when = view.last_poll ? new Date(view.last_poll * 1000).toLocaleTimeString() : "never";
     document.getElementById("updated").textContent = "last scrape " + when + "; window " + view.window_s + " s";

@@ -7,6 +7,8 @@
   :mod:`~cadenza.infra.metrics.span_writer`, :mod:`~cadenza.infra.metrics.emitter`,
   :mod:`~cadenza.infra.metrics.span_sink`: one span per
   operator execution, sampled by trace and sent in batches to the metrics topic (``spans.avsc``);
+- :mod:`~cadenza.infra.metrics.discovery`: each worker announces its metrics URL on a compacted
+  topic, so the dashboard finds the workers of a pool that scales;
 - :mod:`~cadenza.infra.metrics.feedback` and :mod:`~cadenza.infra.metrics.feedback_consumer`: the
   stats job's per-operator statistics (``feedback.avsc``) read back into the cost model.
 
@@ -15,6 +17,15 @@ See ``cadenza/schemas/METRICS.md`` for the records, the names and the sampling a
 
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.avsc import AvscCodec, epoch_seconds, load_avsc, to_micros
+from cadenza.infra.metrics.discovery import (
+    DEFAULT_DISCOVERY_TOPIC,
+    Announcement,
+    AnnouncementError,
+    WorkerAnnouncer,
+    advertised_url,
+    discovery_topic_spec,
+    parse_announcement,
+)
 from cadenza.infra.metrics.emitter import SpanEmitter
 from cadenza.infra.metrics.feedback import (
     FEEDBACK_AVSC,
@@ -41,6 +52,7 @@ from cadenza.infra.metrics.topics import DEFAULT_FEEDBACK_TOPIC, DEFAULT_SPANS_T
 
 __all__ = [
     "ALL_METRICS",
+    "DEFAULT_DISCOVERY_TOPIC",
     "DEFAULT_FEEDBACK_TOPIC",
     "DEFAULT_SPANS_TOPIC",
     "FEEDBACK_AVSC",
@@ -49,6 +61,8 @@ __all__ = [
     "SPANS_AVSC",
     "SPAN_CODEC",
     "SPAN_PRODUCER_DEFAULTS",
+    "Announcement",
+    "AnnouncementError",
     "AvscCodec",
     "CallbackValue",
     "FeedbackConsumer",
@@ -66,8 +80,11 @@ __all__ = [
     "SpanEmitter",
     "SpanSink",
     "SpanWriter",
+    "WorkerAnnouncer",
+    "advertised_url",
     "decode_feedback",
     "decode_span",
+    "discovery_topic_spec",
     "encode_feedback",
     "encode_span",
     "epoch_seconds",
@@ -76,6 +93,7 @@ __all__ = [
     "load_avsc",
     "metrics_topic_specs",
     "names",
+    "parse_announcement",
     "run_time_statistic",
     "sample_threshold",
     "serve_metrics",
