@@ -9,7 +9,7 @@ import typer
 from cadenza import __version__
 from cadenza.cli.bench import bench_app
 from cadenza.cli.broker import broker_app
-from cadenza.cli.console import console, setup_logging
+from cadenza.cli.console import console, setup_logging, user_errors
 from cadenza.cli.demo import demo
 from cadenza.cli.describe import describe_command
 from cadenza.cli.generate import generate_command
@@ -48,7 +48,8 @@ def root(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
 ) -> None:
-    setup_logging(log_level)
+    with user_errors():
+        setup_logging(log_level)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from cadenza.cli.console import LogFormat, command_errors, setup_logging
+from cadenza.errors import ConfigError
 from cadenza.infra.metrics.server import MetricsServer
 from cadenza.pipelines import Pipeline, load_pipelines
 from cadenza.settings import KafkaSettings
@@ -131,7 +132,9 @@ def worker_command(
     ] = None,
     log_format: Annotated[
         LogFormat | None,
-        typer.Option(envvar="CADENZA_LOG_FORMAT", help="rich (for people) or json (one object per line)."),
+        # Not envvar=: CADENZA_LOG_FORMAT is read by setup_logging, which warns about an unknown value
+        # and logs as rich instead of refusing to start a worker over how it logs.
+        typer.Option(help="rich (for people) or json (one object per line); default: $CADENZA_LOG_FORMAT."),
     ] = None,
 ) -> None:
     """Run every pipeline of MODULES in one consumer group, until Ctrl-C or SIGTERM.
@@ -177,7 +180,13 @@ def worker_command(
             return
         if server is not None:
             server.close()
-        server = worker.exporter.start_http(metrics_port, host=metrics_host)
+        try:
+            server = worker.exporter.start_http(metrics_port, host=metrics_host)
+        except OSError as exc:  # the port is taken, or the host is not this machine's
+            raise ConfigError(
+                f"--metrics-port {metrics_port} (CADENZA_METRICS_PORT) on {metrics_host}: "
+                f"{exc.strerror or exc}; choose a free port, or stop what listens there"
+            ) from None
         _say(f"metrics on {server.url}/metrics")
 
     supervisor = WorkerSupervisor(make_worker, max_restarts=max_restarts, on_worker=on_worker)

@@ -50,7 +50,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from cadenza.errors import CadenzaError, ConfigError
 from cadenza.infra.kafka.clients import ClientErrors, make_admin, make_consumer, raise_for_message_error
-from cadenza.infra.kafka.errors import KafkaClientError, from_kafka_exception
+from cadenza.infra.kafka.errors import BrokerUnavailableError, KafkaClientError, from_kafka_exception
 from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.emitter import SpanEmitter
@@ -292,7 +292,19 @@ class Worker:
         try:
             metadata = admin.list_topics(timeout=timeout)
         except KafkaException as exc:
-            raise from_kafka_exception(exc, "listing topics") from None
+            # The first call to the cluster: when no broker answers, the address is the likely cause.
+            error = from_kafka_exception(
+                exc, f"listing topics at {self.settings.bootstrap_servers} (CADENZA_BOOTSTRAP_SERVERS)"
+            )
+            if isinstance(error, BrokerUnavailableError):
+                error = BrokerUnavailableError(
+                    f"{error} (no answer within {timeout:.0f} s); check that a broker listens at that "
+                    "address, or set CADENZA_BOOTSTRAP_SERVERS to one (`cadenza broker --detach` starts "
+                    "a local one)",
+                    code=error.code,
+                    retriable=error.retriable,
+                )
+            raise error from None
         existing = {
             name: len(topic.partitions)
             for name, topic in metadata.topics.items()
@@ -415,7 +427,10 @@ class Worker:
             self.start()  # subscribes; ready only once the group join and restore are done (step)
             while not self._stop.is_set():
                 self.step()
-        except BaseException:
+        except BaseException as exc:
+            # Whatever ends the worker (a signal's KeyboardInterrupt included) is said at ERROR level:
+            # a worker must never vanish without a line saying why.
+            _log.error("the worker stops, uncommitted: %s: %s", type(exc).__name__, exc)
             self._broken = True
             self.exporter.health.live = False
             raise
