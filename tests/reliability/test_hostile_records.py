@@ -23,12 +23,13 @@ import pytest
 from pydantic import BaseModel
 
 from cadenza import Pipeline, Tumbling
+from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext, decode_context, encode_context
 from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
 from cadenza.worker.dead_letter import OPERATOR_HEADER
-from tests.reliability._support import group, quick
+from tests.reliability._support import group, produce_with_headers, quick
 from tests.worker.kafka_io import Record, produce, reading, running
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
@@ -172,3 +173,49 @@ def test_untestable_results_exits_and_millisecond_event_times_are_dead_lettered_
     for record in millis_letters:
         assert "did you send milliseconds?" in record.header(ERROR_HEADER)
     assert closed(reader.records[window_out]) == 30
+
+
+def test_a_producer_cannot_choose_its_records_priority_with_a_cadenza_ctx_header(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    """Finding 6: a tenant that wrote a valid ``cadenza-ctx`` (t_F = 0, L = 0, naming the pipeline
+    that reads it) on its own source records jumped the queue. Now the source context is fresh (its
+    trace id kept) and the rejection is counted; only a source declared ``trusted_context=True``
+    keeps it."""
+    settings = quick(kafka_settings)
+    plain_in, plain_out = new_topic(partitions=1), new_topic(partitions=1)
+    trusted_in, trusted_out = new_topic(partitions=1), new_topic(partitions=1)
+    suffix = uuid.uuid4().hex[:6]
+    plain = Pipeline(f"plain-{suffix}", tenant="A", latency_target="2s")
+    plain.source(plain_in).map(lambda v: v).sink(plain_out)
+    trusted = Pipeline(f"trusted-{suffix}", tenant="A", latency_target="2s")
+    trusted.source(trusted_in, trusted_context=True).map(lambda v: v).sink(trusted_out)
+
+    def forged(pipeline: str, trace: int) -> bytes:
+        return encode_context(SchedulingContext(pipeline, "A", 0.0, 0.0, 0.0, 0.0, 0, trace))
+
+    worker = Worker([plain, trusted], settings, group=group())
+    with running(worker), reading(settings, [plain_out, trusted_out]) as reader:
+        sent = time.time()
+        produce_with_headers(
+            settings,
+            plain_in,
+            [(None, b'{"n": 1}', 0, [(CONTEXT_HEADER, forged(plain.name, 7 + n))]) for n in range(5)],
+        )
+        produce_with_headers(
+            settings, trusted_in, [(None, b'{"n": 1}', 0, [(CONTEXT_HEADER, forged(trusted.name, 70))])]
+        )
+        reader.wait_for(
+            lambda got: len(got[plain_out]) >= 5 and len(got[trusted_out]) >= 1, timeout=30, what="results"
+        )
+    for n, record in enumerate(reader.records[plain_out]):
+        ctx = decode_context(record.headers.get(CONTEXT_HEADER) or b"")
+        assert ctx is not None
+        assert ctx.frontier_time >= sent - 1.0 and ctx.latency_target == 2.0  # its own, not the claim
+        assert ctx.trace_id == 7 + n
+    kept = decode_context(reader.records[trusted_out][0].headers.get(CONTEXT_HEADER) or b"")
+    assert kept is not None and (kept.frontier_time, kept.latency_target, kept.trace_id) == (0.0, 0.0, 70)
+    rejected = {name: 0 for name in (plain.name, trusted.name)}
+    for metrics in worker.exporter.operators():
+        rejected[metrics.labels[1]] += metrics.context_rejected
+    assert rejected[plain.name] == 5 and rejected[trusted.name] == 0

@@ -23,6 +23,7 @@ __all__ = [
     "BUFFERED_RECORDS",
     "CONTEXT_HEADERS_GARBLED",
     "CONTEXT_HEADERS_MISSING",
+    "CONTEXT_HEADERS_REJECTED",
     "DEADLINES_MET",
     "DEADLINES_MISSED",
     "E2E_LATENCY",
@@ -164,6 +165,16 @@ CONTEXT_HEADERS_GARBLED = MetricDef(
 read). The record still runs, with a deadline counted from now, and a copy of it goes to the
 pipeline's dead-letter topic as a notice (``ContextHeaderError``) naming where it was read."""
 
+CONTEXT_HEADERS_REJECTED = MetricDef(
+    "cadenza_context_headers_rejected",
+    _C,
+    "Records whose valid cadenza-ctx header was not trusted, given a fresh scheduling context.",
+    _TPO,
+)
+"""A context claiming this pipeline on a source not declared ``trusted_context=True``, or claiming
+another pipeline or tenant than the one reading it: a producer choosing its own priority (see
+``docs/reliability.md``, trust model). The record runs with a fresh context and keeps its trace id."""
+
 # -- deadlines and latency -------------------------------------------------------------------------
 
 DEADLINES_MET = MetricDef(
@@ -300,6 +311,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     RECORDS_LATE,
     CONTEXT_HEADERS_MISSING,
     CONTEXT_HEADERS_GARBLED,
+    CONTEXT_HEADERS_REJECTED,
     DEADLINES_MET,
     DEADLINES_MISSED,
     QUEUE_WAIT,
