@@ -36,9 +36,13 @@ def worker_command(
         list[str], typer.Argument(help="Modules declaring pipelines: dotted names or .py file paths.")
     ],
     group: Annotated[
-        str,
-        typer.Option(envvar="CADENZA_GROUP", help="Consumer group of the deployment."),
-    ] = "cadenza-worker",
+        str | None,
+        typer.Option(
+            envvar="CADENZA_GROUP",
+            help="Consumer group of the deployment (default: cadenza-<its pipelines' names>). Every worker "
+            "of a group must run the same pipelines.",
+        ),
+    ] = None,
     policy: Annotated[
         str,
         typer.Option(

@@ -36,6 +36,7 @@ are dropped from the scheduler: they are handed back, uncommitted, to the partit
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import logging
 import os
@@ -79,7 +80,7 @@ from cadenza.worker.topics import plan_topics
 from cadenza.worker.topology import SubTopology, check_copartitioned, split
 from cadenza.worker.unit import Unit
 
-__all__ = ["Worker", "make_policy"]
+__all__ = ["Worker", "default_group", "make_policy"]
 
 Decode = Callable[[Message, str, int, int], Unit | None]
 SchedKey = tuple[int, int]
@@ -100,6 +101,21 @@ def make_policy(policy: str | SchedulingPolicy, graphs: Sequence[PipelineGraph])
     if "weights" in parameters:
         options["weights"] = {g.tenant: g.tenant_weight for g in graphs}
     return get_policy(policy, **options)
+
+
+def default_group(graphs: Sequence[PipelineGraph]) -> str:
+    """The consumer group a worker joins when none is given: ``cadenza-`` and its pipelines' names.
+
+    Workers in one group split its topics' partitions; a worker running other pipelines in the same
+    group takes partitions whose records its own pipelines never see, and commits them: they are
+    gone. Deriving the group from the pipelines makes that impossible by accident (two modules
+    started with the default group get two groups). Long name lists are shortened to a digest.
+    """
+    names = sorted(graph.name for graph in graphs)
+    joined = "+".join(names)
+    if len(joined) <= 200:
+        return f"cadenza-{joined}"
+    return f"cadenza-{hashlib.sha256(joined.encode()).hexdigest()[:32]}"
 
 
 class Worker:
@@ -131,7 +147,7 @@ class Worker:
         pipelines: Sequence[Pipeline | PipelineGraph],
         settings: KafkaSettings,
         *,
-        group: str = "cadenza-worker",
+        group: str | None = None,
         partitions: int = 4,
         batch_size: int = 1000,
         poll_timeout: float = 0.1,
@@ -172,7 +188,8 @@ class Worker:
         if duplicates:
             raise CadenzaError(f"pipelines {duplicates} are declared more than once; names must be unique")
         self.settings = settings
-        self.group = group
+        #: Derived from the pipelines unless given, so that workers of other pipelines never share it.
+        self.group = group if group is not None else default_group(graphs)
         self.default_partitions = partitions
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
@@ -213,7 +230,7 @@ class Worker:
         self._output: Output | None = None
         self._consumer: Consumer | None = None
         self._consumer_errors: ClientErrors | None = None
-        self._restorer = StateRestorer(settings, group, self.counters, restore_timeout)
+        self._restorer = StateRestorer(settings, self.group, self.counters, restore_timeout)
         self._tasks: list[Task] = []
         self._routes: dict[str, tuple[Task, ...]] = {}
         #: The hot loop's view of ``_routes``: per topic, each task's decode method and schedule.
