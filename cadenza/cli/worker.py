@@ -6,9 +6,11 @@ configured entirely from its environment; connection settings are :class:`~caden
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
+import threading
 from enum import StrEnum
 from pathlib import Path
 from types import FrameType
@@ -23,6 +25,8 @@ from cadenza.pipelines import Pipeline, load_pipelines
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
 from cadenza.worker.supervisor import WorkerSupervisor
+
+_log = logging.getLogger("cadenza.cli")
 
 
 class StateStoreKind(StrEnum):
@@ -131,6 +135,15 @@ def worker_command(
             "its producer state, say) within 10 minutes before the process exits non-zero; 0: exit at once.",
         ),
     ] = 5,
+    stop_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            envvar="CADENZA_STOP_TIMEOUT",
+            help="Seconds a SIGTERM or Ctrl-C waits for the step in flight; past it (a user function that "
+            "hangs) the worker leaves its group without committing that record and exits 3.",
+        ),
+    ] = 15.0,
     log_level: Annotated[
         str | None, typer.Option(help="Logging level (default: the global --log-level / CADENZA_LOG_LEVEL).")
     ] = None,
@@ -195,8 +208,31 @@ def worker_command(
 
     supervisor = WorkerSupervisor(make_worker, max_restarts=max_restarts, on_worker=on_worker)
 
+    watchdog: list[threading.Timer] = []
+
+    def give_up() -> None:
+        # The main thread is stuck in a step (a user function that hangs): a signal handler cannot
+        # interrupt it, so leave the group from here and end the process, committing nothing.
+        _log.error(
+            "the worker did not stop within %.1f s of the signal (a step still running: a user function "
+            "that hangs?); leaving the group without committing the records in flight, exiting 3",
+            stop_timeout,
+        )
+        try:
+            running = supervisor.worker
+            if running is not None:
+                running.abandon()
+        finally:
+            logging.shutdown()
+            os._exit(3)
+
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         supervisor.stop()
+        if not watchdog:
+            timer = threading.Timer(stop_timeout, give_up)
+            timer.daemon = True
+            watchdog.append(timer)
+            timer.start()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -213,6 +249,8 @@ def worker_command(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        for timer in watchdog:
+            timer.cancel()
         if server is not None:
             server.close()
     counts = ", ".join(f"{name}={value}" for name, value in worker.counters.snapshot().items())

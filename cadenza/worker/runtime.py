@@ -455,6 +455,15 @@ class Worker:
             self.exporter.health.ready = False
             self.close()
 
+    def abandon(self) -> None:
+        """Leave the group now, committing nothing: for a stop that cannot wait for the step in flight
+        (a user function that hangs). Called from another thread, so only right before the process
+        exits: the records in flight stay uncommitted and the group's next owner runs them."""
+        self._broken = True
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
+
     def close(self) -> None:
         """Leave the group and release the clients; after a failure, without committing anything."""
         consumer, self._consumer = self._consumer, None
