@@ -128,6 +128,11 @@ class KafkaSettings(BaseSettings):
             # librdkafka accepts an optional scheme such as PLAINTEXT://; strip it for the check.
             address = server.split("://", 1)[-1]
             match = _HOST_PORT.match(address)
+            if "@" in address:  # user:password@host: the value must not be echoed
+                raise ValueError(
+                    "a bootstrap server carries credentials (user@host); give host:port only and put "
+                    "credentials in CADENZA_SASL_USERNAME and CADENZA_SASL_PASSWORD"
+                )
             if match is None or not 0 < int(match.group(2)) < 65536:
                 raise ValueError(f"bootstrap server {server!r} is not host:port (e.g. 127.0.0.1:9092)")
         return ",".join(servers)

@@ -10,7 +10,7 @@ from cadenza import __version__
 from cadenza.cli.analyze import analyze_command
 from cadenza.cli.bench import bench_app
 from cadenza.cli.broker import broker_app
-from cadenza.cli.console import console, setup_logging
+from cadenza.cli.console import console, setup_logging, user_errors
 from cadenza.cli.dashboard import dashboard_command
 from cadenza.cli.demo import demo
 from cadenza.cli.describe import describe_command
@@ -54,7 +54,8 @@ def root(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
 ) -> None:
-    setup_logging(log_level)
+    with user_errors():
+        setup_logging(log_level)
 
 
 def main() -> None:

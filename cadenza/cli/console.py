@@ -16,8 +16,9 @@ from typing import Any, ParamSpec, TypeVar
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 
-from cadenza.errors import CadenzaError
+from cadenza.errors import CadenzaError, ConfigError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -32,6 +33,8 @@ class LogFormat(StrEnum):
     RICH = "rich"
     JSON = "json"
 
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 #: Read when no format is passed, so ``CADENZA_LOG_FORMAT=json`` reaches every command's logging.
 LOG_FORMAT_ENV = "CADENZA_LOG_FORMAT"
@@ -71,8 +74,14 @@ def setup_logging(level: str = "INFO", log_format: LogFormat | str | None = None
 
     ``log_format`` None means ``$CADENZA_LOG_FORMAT``, else ``rich`` (the default for people). An
     unknown value from the environment falls back to ``rich`` with a warning instead of stopping a
-    command over how it logs; an unknown value passed in code is a bug and raises ValueError.
+    command over how it logs; an unknown value passed in code is a bug and raises ValueError. An
+    unknown level raises :class:`~cadenza.errors.ConfigError` (one line, naming the setting).
     """
+    if level.upper() not in _LEVELS:
+        raise ConfigError(
+            f"log level {level!r} (--log-level or CADENZA_LOG_LEVEL) is not a level; choose one of "
+            + ", ".join(_LEVELS)
+        )
     unknown_env: str | None = None
     if log_format is None:
         raw = os.environ.get(LOG_FORMAT_ENV, "").strip().lower() or LogFormat.RICH.value
@@ -103,7 +112,8 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except CadenzaError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        # The message is text, not console markup: "[/path]" in it must print as written.
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
 
 

@@ -6,10 +6,12 @@ configured entirely from its environment; connection settings are :class:`~caden
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
 import sys
+import threading
 from enum import StrEnum
 from pathlib import Path
 from types import FrameType
@@ -19,12 +21,15 @@ import typer
 
 from cadenza.analysis.kafka_trace import ACTIVITIES_TOPIC
 from cadenza.cli.console import LogFormat, command_errors, setup_logging
+from cadenza.errors import ConfigError
 from cadenza.infra.metrics.discovery import DEFAULT_DISCOVERY_TOPIC, WorkerAnnouncer, advertised_url
 from cadenza.infra.metrics.server import MetricsServer
 from cadenza.pipelines import Pipeline, load_pipelines
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
 from cadenza.worker.supervisor import WorkerSupervisor
+
+_log = logging.getLogger("cadenza.cli")
 
 
 class StateStoreKind(StrEnum):
@@ -38,9 +43,13 @@ def worker_command(
         list[str], typer.Argument(help="Modules declaring pipelines: dotted names or .py file paths.")
     ],
     group: Annotated[
-        str,
-        typer.Option(envvar="CADENZA_GROUP", help="Consumer group of the deployment."),
-    ] = "cadenza-worker",
+        str | None,
+        typer.Option(
+            envvar="CADENZA_GROUP",
+            help="Consumer group of the deployment (default: cadenza-<its pipelines' names>). Every worker "
+            "of a group must run the same pipelines.",
+        ),
+    ] = None,
     policy: Annotated[
         str,
         typer.Option(
@@ -152,12 +161,23 @@ def worker_command(
             "its producer state, say) within 10 minutes before the process exits non-zero; 0: exit at once.",
         ),
     ] = 5,
+    stop_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            envvar="CADENZA_STOP_TIMEOUT",
+            help="Seconds a SIGTERM or Ctrl-C waits for the step in flight; past it (a user function that "
+            "hangs) the worker leaves its group without committing that record and exits 3.",
+        ),
+    ] = 15.0,
     log_level: Annotated[
         str | None, typer.Option(help="Logging level (default: the global --log-level / CADENZA_LOG_LEVEL).")
     ] = None,
     log_format: Annotated[
         LogFormat | None,
-        typer.Option(envvar="CADENZA_LOG_FORMAT", help="rich (for people) or json (one object per line)."),
+        # Not envvar=: CADENZA_LOG_FORMAT is read by setup_logging, which warns about an unknown value
+        # and logs as rich instead of refusing to start a worker over how it logs.
+        typer.Option(help="rich (for people) or json (one object per line); default: $CADENZA_LOG_FORMAT."),
     ] = None,
 ) -> None:
     """Run every pipeline of MODULES in one consumer group, until Ctrl-C or SIGTERM.
@@ -205,7 +225,13 @@ def worker_command(
             return
         if server is not None:
             server.close()
-        server = worker.exporter.start_http(metrics_port, host=metrics_host)
+        try:
+            server = worker.exporter.start_http(metrics_port, host=metrics_host)
+        except OSError as exc:  # the port is taken, or the host is not this machine's
+            raise ConfigError(
+                f"--metrics-port {metrics_port} (CADENZA_METRICS_PORT) on {metrics_host}: "
+                f"{exc.strerror or exc}; choose a free port, or stop what listens there"
+            ) from None
         _say(f"metrics on {server.url}/metrics")
         url = advertised_url(metrics_advertised_host or server.host, server.port)
         if announcer is not None:
@@ -216,7 +242,7 @@ def worker_command(
                     settings,
                     worker_id=f"{socket.gethostname()}-{os.getpid()}",
                     url=url,
-                    group=group,
+                    group=worker.group,
                     pipelines=[pipeline.name for pipeline in pipelines],
                     topic=discovery_topic,
                 ).start()
@@ -227,8 +253,31 @@ def worker_command(
 
     supervisor = WorkerSupervisor(make_worker, max_restarts=max_restarts, on_worker=on_worker)
 
+    watchdog: list[threading.Timer] = []
+
+    def give_up() -> None:
+        # The main thread is stuck in a step (a user function that hangs): a signal handler cannot
+        # interrupt it, so leave the group from here and end the process, committing nothing.
+        _log.error(
+            "the worker did not stop within %.1f s of the signal (a step still running: a user function "
+            "that hangs?); leaving the group without committing the records in flight, exiting 3",
+            stop_timeout,
+        )
+        try:
+            running = supervisor.worker
+            if running is not None:
+                running.abandon()
+        finally:
+            logging.shutdown()
+            os._exit(3)
+
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         supervisor.stop()
+        if not watchdog:
+            timer = threading.Timer(stop_timeout, give_up)
+            timer.daemon = True
+            watchdog.append(timer)
+            timer.start()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -247,6 +296,8 @@ def worker_command(
             signal.signal(sig, handler)
         if announcer is not None:
             announcer.close()  # the tombstone: dashboards drop this worker now, not after a timeout
+        for timer in watchdog:
+            timer.cancel()
         if server is not None:
             server.close()
     counts = ", ".join(f"{name}={value}" for name, value in worker.counters.snapshot().items())

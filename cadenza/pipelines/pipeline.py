@@ -189,6 +189,7 @@ class Pipeline:
         format: TopicFormat = "json",
         timestamp: str | Callable[[M], Any] | None = None,
         max_out_of_orderness: str | float | timedelta = "0s",
+        trusted_context: bool = False,
     ) -> Stream[M]: ...
 
     @overload
@@ -201,6 +202,7 @@ class Pipeline:
         format: TopicFormat = "json",
         timestamp: str | Callable[[Any], Any] | None = None,
         max_out_of_orderness: str | float | timedelta = "0s",
+        trusted_context: bool = False,
     ) -> Stream[Any]: ...
 
     def source(
@@ -212,6 +214,7 @@ class Pipeline:
         format: TopicFormat = "json",
         timestamp: str | Callable[[Any], Any] | None = None,
         max_out_of_orderness: str | float | timedelta = "0s",
+        trusted_context: bool = False,
     ) -> Stream[Any]:
         """Read ``topic``; records are decoded into ``value`` (a pydantic model) or left raw.
 
@@ -221,6 +224,11 @@ class Pipeline:
         A source is keyed (by the Kafka record key, so without a repartition) only when ``key`` is
         given: declaring the key type is how a user says the producer partitioned by something
         meaningful.
+
+        ``trusted_context``: the topic is written by an earlier stage of this pipeline (a Spark stage,
+        say), so a ``cadenza-ctx`` header on its records that names this pipeline and tenant is kept.
+        By default a source record gets a fresh context whatever its headers claim: in a shared pool
+        the priority a record claims must not be its producer's to choose.
         """
         step = f"{len(self._nodes) + 1}-source"
         topic = self._topic(topic, what="source topic", step=step)
@@ -254,6 +262,7 @@ class Pipeline:
                 "timestamp": timestamp_kind,
                 "timestamp_field": timestamp_field,
                 "max_out_of_orderness_s": lag,
+                **({"trusted_context": True} if trusted_context else {}),
             },
             functions=NodeFunctions(
                 timestamp=timestamp_fn,

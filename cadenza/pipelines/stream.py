@@ -310,7 +310,8 @@ class Stream(Generic[T]):
             keyed=self.keyed,
             ports=0,
         )
-        result = pipeline.source(result_topic, value=value, timestamp=result_timestamp)
+        # The stage's own output: its contexts (this pipeline's frontier and target) are kept.
+        result = pipeline.source(result_topic, value=value, timestamp=result_timestamp, trusted_context=True)
         from cadenza.pipelines.pipeline import qualified_name  # noqa: PLC0415 - import cycle
 
         pipeline._add_spark_stage(

@@ -108,7 +108,8 @@ class JsonCodec(Generic[T]):
         try:
             if isinstance(value, BaseModel):
                 return value.__pydantic_serializer__.to_json(value, by_alias=True)
-            return pydantic_core.to_json(value)
+            # NaN and infinity are not JSON: null, as pydantic writes them for a model's float fields.
+            return pydantic_core.to_json(value, inf_nan_mode="null")
         except Exception as exc:
             raise _encode_error(f"cannot encode {type(value).__name__} as {self._what}", exc) from exc
 

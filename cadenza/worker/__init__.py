@@ -7,7 +7,7 @@ commit stage; ``restoring`` brings window state back on assignment; ``runtime`` 
 """
 
 from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.runtime import Worker
+from cadenza.worker.runtime import Worker, default_group
 from cadenza.worker.topology import SubTopology, UnsupportedStepError, split
 from cadenza.worker.unit import Unit
 
@@ -17,5 +17,6 @@ __all__ = [
     "UnsupportedStepError",
     "Worker",
     "WorkerCounters",
+    "default_group",
     "split",
 ]

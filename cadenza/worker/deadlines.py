@@ -9,10 +9,14 @@ their repartition topics.
 Where contexts come from:
 
 - a record read from a source topic gets a fresh context from ``policy.build_ctx_at_source``, with
-  the record's Kafka timestamp as its arrival (``t_F``), unless it carries a valid ``cadenza-ctx``
-  of the same pipeline (written by a Spark stage of the pipeline, say), which it keeps;
+  the record's Kafka timestamp as its arrival (``t_F``) and the trace id of a valid ``cadenza-ctx`` it
+  carries. Only a source declared ``trusted_context=True`` (the output of a Spark stage of the
+  pipeline, say) keeps a context that names this pipeline and tenant; on any other source such a
+  context is a producer choosing its own priority, and it is counted as rejected
+  (``cadenza_context_headers_rejected_total``);
 - a record read from a repartition topic carries the context its ``key_by`` stamped for this
-  sub-topology (``policy.build_ctx_at_operator``); a missing or garbled one is counted and replaced
+  sub-topology (``policy.build_ctx_at_operator``); one naming another pipeline or tenant is counted as
+  rejected and replaced, and a missing or garbled one is counted and replaced
   by a fresh source context, and a garbled one (on any topic) is also copied to the dead-letter
   topic as a notice (:meth:`~cadenza.worker.dead_letter.DeadLetters.context_garbled`);
 - a sink stamps a context on each result for whoever reads the sink topic next.
@@ -164,6 +168,7 @@ class TaskSchedule:
         "run",
         "task",
         "tenant",
+        "trusted",
         "window",
     )
 
@@ -183,6 +188,10 @@ class TaskSchedule:
         self.latency_target = graph.latency_target_s
         self.operator_id = task.subtopology.entry
         self.from_source = task.subtopology.input_kind == "source"
+        #: A source declared to carry this pipeline's own contexts (see the module docstring).
+        self.trusted = self.from_source and bool(
+            graph.node(task.subtopology.entry).parameters.get("trusted_context", False)
+        )
         self.policy = policy
         self.metrics = metrics
         windows = [op for op in iter_operators(task.root) if isinstance(op, WindowOp)]
@@ -216,9 +225,15 @@ class TaskSchedule:
                 # in the dead-letter topic so whoever wrote the garbage can be found.
                 self.metrics.context_garbled += 1
                 self.task.decoder.dead.context_garbled(message, unit, self.operator_id, raw)
+            elif ctx.pipeline_id != self.pipeline or ctx.tenant_id != self.tenant:
+                # Another pipeline's result (a sink of it is this source): new deadline, same trace.
+                # Anything else claiming another pipeline or tenant than this one is not believed.
+                if not self.from_source or ctx.pipeline_id == self.pipeline:
+                    self.metrics.context_rejected += 1
+                trace_id = ctx.trace_id
             elif not self.from_source:
                 return ctx  # stamped for this task by the key_by upstream
-            elif ctx.pipeline_id == self.pipeline:
+            elif self.trusted:
                 # Written by an earlier stage of this pipeline outside the worker (a Spark stage):
                 # keep its frontier and target, and add this task's path cost and window close.
                 stage = self._same_pipeline
@@ -228,7 +243,10 @@ class TaskSchedule:
                 )
                 return self.policy.build_ctx_at_operator(ctx, stage, None)
             else:
-                trace_id = ctx.trace_id  # another pipeline's result: new deadline, same trace
+                # This pipeline's context on a source nobody declared trusted: a producer choosing its
+                # own priority (t_F = 0, L = 0 would jump every queue). Fresh deadline, same trace.
+                self.metrics.context_rejected += 1
+                trace_id = ctx.trace_id
         elif not self.from_source and not is_progress(unit.origin):  # progress records carry none
             self.metrics.context_missing += 1
         kind, millis = message.timestamp()

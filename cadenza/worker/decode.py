@@ -14,6 +14,7 @@ to the pipeline's dead-letter topic, and the decoder returns ``None``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -45,6 +46,7 @@ __all__ = [
     "SourceDecoder",
     "event_time_seconds",
     "make_registry_client",
+    "plausible_event_time",
     "value_codec",
 ]
 
@@ -67,6 +69,35 @@ def event_time_seconds(raw: Any) -> float:
         raise TypeError(f"event time must be seconds or a datetime, got {type(raw).__name__} {raw!r}")
     if seconds - seconds != 0.0:
         raise ValueError(f"event time must be finite, got {raw!r}")
+    return plausible_event_time(seconds)
+
+
+#: The largest event time a scheduling context can carry (2**52 microseconds, in seconds).
+_MAX_EVENT_TIME = 2**52 / 1e6
+#: How far ahead of the wall clock an event time may be before it is taken for a unit mistake.
+EVENT_TIME_MAX_AHEAD = 366 * 86400.0
+#: The wall clock when last read, plus EVENT_TIME_MAX_AHEAD (a list, so it can move on in place).
+_ahead_limit = [time.time() + EVENT_TIME_MAX_AHEAD]
+
+
+def plausible_event_time(seconds: float) -> float:
+    """``seconds`` if it can be an event time; raises with the likely cause otherwise.
+
+    An event time in milliseconds (or microseconds) is far out of range for a context and would push
+    every watermark of its partition years ahead, so it is refused here, where the record can still be
+    dead-lettered, instead of failing a step (or a whole worker) downstream. The wall clock is read
+    only when a time lies beyond the last limit, so a plausible time costs two comparisons.
+    """
+    limit = _ahead_limit[0]
+    if seconds > limit or seconds < -_MAX_EVENT_TIME:
+        if seconds > -_MAX_EVENT_TIME:
+            limit = _ahead_limit[0] = time.time() + EVENT_TIME_MAX_AHEAD
+        if seconds > limit or seconds < -_MAX_EVENT_TIME:
+            hint = " (did you send milliseconds? event times are seconds)" if seconds > 0 else ""
+            raise ValueError(
+                f"event time {seconds!r} s is implausible: more than a year ahead of the wall clock or out "
+                f"of the range a scheduling context can carry (|t| < 2**52 us){hint}"
+            )
     return seconds
 
 
@@ -124,7 +155,7 @@ class Decoder:
     def decode(self, message: Message, topic: str, partition: int, offset: int) -> Unit | None:
         raise NotImplementedError
 
-    def _failed(self, message: Message, topic: str, partition: int, offset: int, exc: Exception) -> None:
+    def _failed(self, message: Message, topic: str, partition: int, offset: int, exc: BaseException) -> None:
         error_type = exc.error_type if isinstance(exc, DecodeError) else type(exc).__name__
         self.dead.decode_failed(
             message, topic, partition, offset, node_id=self.entry, error=str(exc), error_type=error_type
@@ -229,12 +260,12 @@ class SourceDecoder(Decoder):
             if self.needs_event_time:
                 timestamp = self.timestamp
                 if timestamp is None:
-                    event_time = message.timestamp()[1] / 1000.0
+                    event_time = plausible_event_time(message.timestamp()[1] / 1000.0)
                 else:
                     event_time = event_time_seconds(timestamp(value))
-        except SchemaRegistryUnavailableError:
+        except (SchemaRegistryUnavailableError, KeyboardInterrupt):
             raise
-        except Exception as exc:
+        except BaseException as exc:  # the user's validators and timestamp function are user code
             self._failed(message, topic, partition, offset, exc)
             return None
         return Unit(self.pipeline, self.entry, topic, partition, offset, key, value, event_time, message)

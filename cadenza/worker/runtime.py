@@ -36,6 +36,7 @@ are dropped from the scheduler: they are handed back, uncommitted, to the partit
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import logging
 import os
@@ -51,7 +52,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from cadenza.analysis.kafka_trace import KafkaActivityTrace, activities_topic_spec
 from cadenza.errors import CadenzaError, ConfigError
 from cadenza.infra.kafka.clients import ClientErrors, make_admin, make_consumer, raise_for_message_error
-from cadenza.infra.kafka.errors import KafkaClientError, from_kafka_exception
+from cadenza.infra.kafka.errors import BrokerUnavailableError, KafkaClientError, from_kafka_exception
 from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.emitter import SpanEmitter
@@ -83,7 +84,7 @@ from cadenza.worker.topology import SubTopology, check_copartitioned, split
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import is_progress
 
-__all__ = ["Worker", "make_policy"]
+__all__ = ["Worker", "default_group", "make_policy"]
 
 Decode = Callable[[Message, str, int, int], Unit | None]
 SchedKey = tuple[int, int]
@@ -104,6 +105,21 @@ def make_policy(policy: str | SchedulingPolicy, graphs: Sequence[PipelineGraph])
     if "weights" in parameters:
         options["weights"] = {g.tenant: g.tenant_weight for g in graphs}
     return get_policy(policy, **options)
+
+
+def default_group(graphs: Sequence[PipelineGraph]) -> str:
+    """The consumer group a worker joins when none is given: ``cadenza-`` and its pipelines' names.
+
+    Workers in one group split its topics' partitions; a worker running other pipelines in the same
+    group takes partitions whose records its own pipelines never see, and commits them: they are
+    gone. Deriving the group from the pipelines makes that impossible by accident (two modules
+    started with the default group get two groups). Long name lists are shortened to a digest.
+    """
+    names = sorted(graph.name for graph in graphs)
+    joined = "+".join(names)
+    if len(joined) <= 200:
+        return f"cadenza-{joined}"
+    return f"cadenza-{hashlib.sha256(joined.encode()).hexdigest()[:32]}"
 
 
 class Worker:
@@ -144,7 +160,7 @@ class Worker:
         pipelines: Sequence[Pipeline | PipelineGraph],
         settings: KafkaSettings,
         *,
-        group: str = "cadenza-worker",
+        group: str | None = None,
         partitions: int = 4,
         batch_size: int = 1000,
         poll_timeout: float = 0.1,
@@ -189,7 +205,8 @@ class Worker:
         if duplicates:
             raise CadenzaError(f"pipelines {duplicates} are declared more than once; names must be unique")
         self.settings = settings
-        self.group = group
+        #: Derived from the pipelines unless given, so that workers of other pipelines never share it.
+        self.group = group if group is not None else default_group(graphs)
         self.default_partitions = partitions
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
@@ -235,7 +252,7 @@ class Worker:
         self._output: Output | None = None
         self._consumer: Consumer | None = None
         self._consumer_errors: ClientErrors | None = None
-        self._restorer = StateRestorer(settings, group, self.counters, restore_timeout)
+        self._restorer = StateRestorer(settings, self.group, self.counters, restore_timeout)
         self._tasks: list[Task] = []
         self._routes: dict[str, tuple[Task, ...]] = {}
         #: The hot loop's view of ``_routes``: per topic, each task's decode method and schedule.
@@ -317,7 +334,19 @@ class Worker:
         try:
             metadata = admin.list_topics(timeout=timeout)
         except KafkaException as exc:
-            raise from_kafka_exception(exc, "listing topics") from None
+            # The first call to the cluster: when no broker answers, the address is the likely cause.
+            error = from_kafka_exception(
+                exc, f"listing topics at {self.settings.bootstrap_servers} (CADENZA_BOOTSTRAP_SERVERS)"
+            )
+            if isinstance(error, BrokerUnavailableError):
+                error = BrokerUnavailableError(
+                    f"{error} (no answer within {timeout:.0f} s); check that a broker listens at that "
+                    "address, or set CADENZA_BOOTSTRAP_SERVERS to one (`cadenza broker --detach` starts "
+                    "a local one)",
+                    code=error.code,
+                    retriable=error.retriable,
+                )
+            raise error from None
         existing = {
             name: len(topic.partitions)
             for name, topic in metadata.topics.items()
@@ -470,13 +499,25 @@ class Worker:
             self.start()  # subscribes; ready only once the group join and restore are done (step)
             while not self._stop.is_set():
                 self.step()
-        except BaseException:
+        except BaseException as exc:
+            # Whatever ends the worker (a signal's KeyboardInterrupt included) is said at ERROR level:
+            # a worker must never vanish without a line saying why.
+            _log.error("the worker stops, uncommitted: %s: %s", type(exc).__name__, exc)
             self._broken = True
             self.exporter.health.live = False
             raise
         finally:
             self.exporter.health.ready = False
             self.close()
+
+    def abandon(self) -> None:
+        """Leave the group now, committing nothing: for a stop that cannot wait for the step in flight
+        (a user function that hangs). Called from another thread, so only right before the process
+        exits: the records in flight stay uncommitted and the group's next owner runs them."""
+        self._broken = True
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
 
     def close(self) -> None:
         """Leave the group and release the clients; after a failure, without committing anything."""

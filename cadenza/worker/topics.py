@@ -4,12 +4,14 @@ Source and sink topics are the user's: an existing one is used as it is, a missi
 with the worker's default partition count. Internal topics follow their input: a repartition topic
 gets as many partitions as the input of the sub-topology that writes it (the source's count, as in
 Kafka Streams), and a changelog topic exactly as many as its operator's input, because changelog
-partition ``p`` holds the state of input partition ``p``. Changelogs are compacted. Dead-letter and
+partition ``p`` holds the state of input partition ``p`` (an existing changelog of another count is
+refused before the worker joins its group). Changelogs are compacted. Dead-letter and
 late topics get the default count.
 """
 
 from __future__ import annotations
 
+from cadenza.infra.kafka.errors import TopicError
 from cadenza.infra.kafka.topics import TopicSpec
 from cadenza.pipelines import PipelineGraph
 from cadenza.worker.topology import SubTopology, check_no_cycles_across
@@ -54,6 +56,32 @@ def plan_topics(
                 changelog = graph.node(node_id).changelog_topic
                 if changelog is not None:
                     want(changelog, partitions, _COMPACT)
+                    _check_changelog(
+                        graph,
+                        node_id,
+                        changelog,
+                        has=counts[changelog],
+                        input_topic=sub.input_topic,
+                        wanted=partitions,
+                    )
         want(graph.dead_letter_topic, default_partitions)
         want(graph.late_topic, default_partitions)
     return [TopicSpec(name, partitions=n, configs=configs.get(name, {})) for name, n in counts.items()]
+
+
+def _check_changelog(
+    graph: PipelineGraph, node_id: str, changelog: str, *, has: int, input_topic: str, wanted: int
+) -> None:
+    """Refuse, before the group join, a changelog whose partitions do not match its input's.
+
+    Changelog partition ``p`` holds the state of input partition ``p``: with fewer partitions the
+    restore after the join fails on a partition that does not exist; with more, the state was written
+    under another partitioning and would be restored to the wrong keys.
+    """
+    if has != wanted:
+        raise TopicError(
+            f"pipeline {graph.name!r}, step {node_id!r}: changelog topic {changelog!r} has {has} "
+            f"partitions but its input {input_topic!r} has {wanted}; partition p of a changelog holds the "
+            f"state of input partition p. Recreate the changelog with {wanted} partitions (its state is "
+            "then rebuilt from nothing), or give the input its former partition count back"
+        )

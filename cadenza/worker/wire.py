@@ -144,7 +144,7 @@ def encode_sink_key(key: Any) -> bytes | None:
     if kind is str:
         return key.encode()  # type: ignore[no-any-return]
     try:
-        return pydantic_core.to_json(key, bytes_mode="base64")
+        return pydantic_core.to_json(key, bytes_mode="base64", inf_nan_mode="null")
     except Exception as exc:
         raise EncodeError(
             f"cannot encode key of type {kind.__name__} as JSON: {exc}", error_type=type(exc).__name__
@@ -156,6 +156,7 @@ def encode_window_result(key: Any, window: Window, value: Any) -> bytes:
         return pydantic_core.to_json(
             {"key": key, "window_start": window.start, "window_end": window.end, "value": value},
             bytes_mode="base64",
+            inf_nan_mode="null",  # NaN (the mean of nothing, say) is not JSON
         )
     except Exception as exc:
         raise EncodeError(

@@ -83,13 +83,14 @@ class _Notices:
         self.garbled.append((message, unit, node_id, raw))
 
 
-def _schedule(policy: CameoPolicy, *, from_source: bool) -> TaskSchedule:
+def _schedule(policy: CameoPolicy, *, from_source: bool, trusted: bool = False) -> TaskSchedule:
     """A schedule for a stateless task (the schedule reads its entry, input kind, operators and, for a
     garbled context, its decoder's dead letters)."""
     root = SimpleNamespace(process=lambda *args: None)
     subtopology = SimpleNamespace(entry="enrich", input_kind="source" if from_source else "repartition")
     task = SimpleNamespace(root=root, subtopology=subtopology, decoder=SimpleNamespace(dead=_Notices()))
-    graph = SimpleNamespace(name="p", tenant="t", latency_target_s=2.0)
+    source = SimpleNamespace(parameters={"trusted_context": trusted})
+    graph = SimpleNamespace(name="p", tenant="t", latency_target_s=2.0, node=lambda node_id: source)
     metrics = PrometheusExporter().operator("t", "p", "enrich")
     return TaskSchedule(0, cast(Any, task), cast(Any, graph), policy, metrics)
 
@@ -113,12 +114,43 @@ def test_a_context_from_an_earlier_stage_of_the_pipeline_keeps_its_frontier_and_
     costs.add_pipeline("p", {"enrich": []})
     costs.observe("p", "enrich", 0.25)
     policy = CameoPolicy(costs)
-    schedule = _schedule(policy, from_source=True)
+    schedule = _schedule(policy, from_source=True, trusted=True)
     stage_output = SchedulingContext("p", "t", 500.0, 2.0, 0.0, 0.0, 3, 99)  # a Spark stage: no path cost
     ctx = schedule.context(_unit(_message(stage_output)), _message(stage_output), now=1_000.0)
     assert (ctx.frontier_time, ctx.latency_target, ctx.trace_id, ctx.hops) == (500.0, 2.0, 99, 4)
     assert ctx.path_cost == costs.path_cost("p", "enrich") > 0.0
     assert policy.priority(ctx, 0.0) == 500.0 + 2.0 - ctx.path_cost
+    assert schedule.metrics.context_rejected == 0
+
+
+def test_a_context_claiming_this_pipeline_on_an_untrusted_source_is_rejected_and_counted() -> None:
+    # Issue 15, finding 6: a producer writing t_F = 0, L = 0 on its own records jumped every queue.
+    policy = CameoPolicy(CostModel(default_cost=0.0))
+    schedule = _schedule(policy, from_source=True)
+    forged = SchedulingContext("p", "t", 0.0, 0.0, 0.0, 0.0, 0, 99)
+    ctx = schedule.context(_unit(_message(forged)), _message(forged), now=2_000.0)
+    assert (ctx.frontier_time, ctx.latency_target, ctx.hops, ctx.trace_id) == (1_000.0, 2.0, 0, 99)
+    assert schedule.metrics.context_rejected == 1
+
+
+def test_a_context_claiming_another_tenant_is_rejected_even_on_a_trusted_source_or_a_repartition() -> None:
+    policy = CameoPolicy(CostModel(default_cost=0.0))
+    for from_source, claim in (
+        (True, ("p", "other-tenant")),
+        (False, ("p", "other-tenant")),
+        (False, ("q", "t")),
+    ):
+        schedule = _schedule(policy, from_source=from_source, trusted=from_source)
+        forged = SchedulingContext(*claim, 0.0, 0.0, 0.0, 0.0, 5, 99)
+        ctx = schedule.context(_unit(_message(forged)), _message(forged), now=2_000.0)
+        assert (ctx.pipeline_id, ctx.tenant_id, ctx.frontier_time, ctx.latency_target) == (
+            "p",
+            "t",
+            1_000.0,
+            2.0,
+        )
+        assert ctx.trace_id == 99
+        assert schedule.metrics.context_rejected == 1
 
 
 def test_another_pipelines_context_starts_a_new_deadline_with_the_same_trace() -> None:

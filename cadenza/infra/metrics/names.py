@@ -24,6 +24,7 @@ __all__ = [
     "CONSUMER_LAG",
     "CONTEXT_HEADERS_GARBLED",
     "CONTEXT_HEADERS_MISSING",
+    "CONTEXT_HEADERS_REJECTED",
     "DEADLINES_MET",
     "DEADLINES_MISSED",
     "E2E_LATENCY",
@@ -174,6 +175,16 @@ CONTEXT_HEADERS_GARBLED = MetricDef(
 """Never normal: some producer writes bad headers (or a newer layout version this worker cannot
 read). The record still runs, with a deadline counted from now, and a copy of it goes to the
 pipeline's dead-letter topic as a notice (``ContextHeaderError``) naming where it was read."""
+
+CONTEXT_HEADERS_REJECTED = MetricDef(
+    "cadenza_context_headers_rejected",
+    _C,
+    "Records whose valid cadenza-ctx header was not trusted, given a fresh scheduling context.",
+    _TPO,
+)
+"""A context claiming this pipeline on a source not declared ``trusted_context=True``, or claiming
+another pipeline or tenant than the one reading it: a producer choosing its own priority (see
+``docs/reliability.md``, trust model). The record runs with a fresh context and keeps its trace id."""
 
 # -- deadlines and latency -------------------------------------------------------------------------
 
@@ -394,6 +405,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     RECORDS_LATE,
     CONTEXT_HEADERS_MISSING,
     CONTEXT_HEADERS_GARBLED,
+    CONTEXT_HEADERS_REJECTED,
     DEADLINES_MET,
     DEADLINES_MISSED,
     QUEUE_WAIT,

@@ -104,6 +104,7 @@ class OperatorMetrics:
         "consumed",
         "context_garbled",
         "context_missing",
+        "context_rejected",
         "dead_lettered",
         "deadlines_met",
         "deadlines_missed",
@@ -126,6 +127,7 @@ class OperatorMetrics:
         self.late = 0
         self.context_missing = 0
         self.context_garbled = 0
+        self.context_rejected = 0
         self.deadlines_met = 0
         self.deadlines_missed = 0
         self.dead_lettered: dict[str, int] = {}
@@ -166,6 +168,7 @@ _OPERATOR_COUNTERS: tuple[tuple[MetricDef, str, bool], ...] = (
     (names.RECORDS_LATE, "late", False),
     (names.CONTEXT_HEADERS_MISSING, "context_missing", False),
     (names.CONTEXT_HEADERS_GARBLED, "context_garbled", False),
+    (names.CONTEXT_HEADERS_REJECTED, "context_rejected", False),
     (names.DEADLINES_MET, "deadlines_met", True),
     (names.DEADLINES_MISSED, "deadlines_missed", True),
 )

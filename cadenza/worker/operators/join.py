@@ -270,7 +270,9 @@ class JoinOp(Operator):
                 unit, self.node_id, UnsupportedValueError(f"step {self.node_id!r}: {exc}")
             )
             return
-        except Exception as exc:  # the user's on() raised, or the event time is not a number
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # the user's on() raised, or the event time is not a number
             self.dead.function_failed(unit, self.node_id, exc)
             return
         if late is not None:

@@ -107,30 +107,28 @@ class KeyByOp(Operator):
             progress = self._progress
             if event_time > progress.get(unit.partition, _NEG_INF):
                 progress[unit.partition] = event_time
+        seq = self._seq + 1 if unit is self._last else 0
         try:
             new_key = self.fn(value)
             key_bytes = encode_key(new_key)
             value_bytes = encode_record_value(value)
+            headers: OutHeaders = [(ORIGIN_HEADER, pack_origin(unit.partition, unit.offset, seq, event_time))]
+            stamp = self.stamp
+            ctx = unit.ctx
+            if stamp is not None and ctx is not None:  # derived from the record's event time: may refuse it
+                headers.append((CONTEXT_HEADER, stamp(ctx, unit.partition, event_time, value)))
         except UnsupportedValueError as exc:  # the user's value or key: refused here, not downstream
             self.dead.function_failed(
                 unit, self.node_id, UnsupportedValueError(f"step {self.node_id!r}: {exc}")
             )
             return
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             self.dead.function_failed(unit, self.node_id, exc)
             return
-        if unit is self._last:
-            self._seq += 1
-        else:
-            self._last = unit
-            self._seq = 0
-        headers: OutHeaders = [
-            (ORIGIN_HEADER, pack_origin(unit.partition, unit.offset, self._seq, event_time))
-        ]
-        stamp = self.stamp
-        ctx = unit.ctx
-        if stamp is not None and ctx is not None:
-            headers.append((CONTEXT_HEADER, stamp(ctx, unit.partition, event_time, value)))
+        self._last = unit
+        self._seq = seq
         try:
             self.output.produce(self.topic, value_bytes, key_bytes, headers)
         except RecordTooLargeError as exc:
@@ -219,14 +217,18 @@ class SinkOp(Operator):
             else:
                 avro, headers = self._avro_codec(value)
                 value_bytes = avro.encode(value)
-        except Exception as exc:
+            stamp = self.stamp
+            if stamp is not None:
+                raw = stamp(unit, window, value)
+                if raw is not None:
+                    headers = (
+                        [(CONTEXT_HEADER, raw)] if headers is None else [*headers, (CONTEXT_HEADER, raw)]
+                    )
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             self.dead.function_failed(unit, self.node_id, exc)
             return
-        stamp = self.stamp
-        if stamp is not None:
-            raw = stamp(unit, window, value)
-            if raw is not None:
-                headers = [(CONTEXT_HEADER, raw)] if headers is None else [*headers, (CONTEXT_HEADER, raw)]
         try:
             self._produce(self.topic, value_bytes, key_bytes, -1, headers=headers)
         except BufferError:

@@ -31,7 +31,9 @@ class MapOp(_FunctionOp):
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         try:
             out = self.fn(value)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             self.dead.function_failed(unit, self.node_id, exc)
             return
         self.next.process(unit, key, out, event_time, window)
@@ -42,8 +44,10 @@ class FilterOp(_FunctionOp):
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         try:
-            keep = self.fn(value)
-        except Exception as exc:
+            keep = bool(self.fn(value))  # truth-testing is the user's too (a numpy array refuses)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             self.dead.function_failed(unit, self.node_id, exc)
             return
         if keep:
@@ -59,7 +63,9 @@ class FlatMapOp(_FunctionOp):
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         try:
             outs = list(self.fn(value))
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             self.dead.function_failed(unit, self.node_id, exc)
             return
         following = self.next
@@ -89,8 +95,10 @@ class BranchOp(Operator):
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         for predicate, port in zip(self.predicates, self.ports, strict=True):
             try:
-                taken = predicate(value)
-            except Exception as exc:
+                taken = bool(predicate(value))
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 self.dead.function_failed(unit, self.node_id, exc)
                 return
             if taken:

@@ -267,7 +267,9 @@ class WindowOp(Operator):
         try:
             encode_key(key)  # state must reach the changelog: refuse what cannot, before it is stored
             late = aggregation.add(key, event_time, value)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             self.dead.function_failed(unit, self.node_id, _in_step(exc, self.node_id))
             return
         entry = part.view.get(key)
@@ -364,7 +366,7 @@ class WindowOp(Operator):
         return writes
 
 
-def _in_step(exc: Exception, node_id: str) -> Exception:
+def _in_step(exc: BaseException, node_id: str) -> BaseException:
     if isinstance(exc, UnsupportedValueError):
         return UnsupportedValueError(f"step {node_id!r}: {exc}")
     return exc
