@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +17,7 @@ from cadenza.analysis.trace import decode_batch, encode_batch
 from cadenza.infra.spark.analysis_job import spark_window_summaries, windows_touched
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
+from tests.analysis.test_summary import straggler_trace
 from tests.infra.spark.kafka_helpers import produce
 
 if TYPE_CHECKING:
@@ -98,3 +103,55 @@ def test_windows_touched_matches_a_scan_of_every_window() -> None:
         else:
             brute = [k for k, (lo, hi) in enumerate(windows) if start < hi and lo < stop]
         assert windows_touched(a, begin, width, end) == brute
+
+
+@pytest.mark.kafka
+def test_cadenza_analyze_spark_reports_what_the_in_process_command_reports(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    """The same straggler trace as the in-process CLI test, through ``cadenza analyze --spark``."""
+    topic = new_topic()
+    base = 1_700_000_000.0
+    trace = [
+        Activity(a.worker, a.start + base, a.end + base, a.kind, a.operator, a.to_worker, a.topic)
+        for a in straggler_trace("w1", "w2", 10)
+    ]
+    records: list[tuple[int, bytes | None, bytes, list[tuple[str, bytes]]]] = []
+    for worker in ("w1", "w2"):
+        own = [a for a in trace if (a.to_worker or a.worker) == worker]
+        records += [
+            (0, worker.encode(), encode_batch(worker, own[k : k + 7]), []) for k in range(0, len(own), 7)
+        ]
+    records.append((0, b"w3", b"\x01garbage", []))
+    overlapping = [
+        Activity("w1", base + 41, base + 43, "processing"),
+        Activity("w1", base + 42, base + 44, "buffer"),
+    ]
+    records.append((0, b"w1", encode_batch("w1", overlapping), []))
+    produce(kafka_settings, topic, records, batched=True)
+    json_out = tmp_path / "cp.json"
+    env = {**os.environ, "CADENZA_BOOTSTRAP_SERVERS": kafka_settings.bootstrap_servers, "COLUMNS": "200"}
+    args = ["--topic", topic, "--window", "8s", "--from", str(base), "--to", str(base + 48)]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cadenza",
+            "analyze",
+            "--spark",
+            "--no-publish",
+            "--json",
+            str(json_out),
+            *args,
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 batches did not decode" in result.stdout
+    assert "window at 1700000040.000 skipped: overlapping activities on worker 'w1'" in result.stdout
+    got = [WindowSummary.from_json(s) for s in json.loads(json_out.read_text())]
+    assert_same(got, window_summaries(trace, base, base + 40, 8.0))
