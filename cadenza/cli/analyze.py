@@ -10,6 +10,9 @@ them as a PNG, and publishes each window's summary on the feedback topic (JSON, 
 from __future__ import annotations
 
 import json
+import os
+import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -144,12 +147,31 @@ def analyze_command(
     feedback_topic: Annotated[
         str, typer.Option(help="Where summaries are published.")
     ] = DEFAULT_FEEDBACK_TOPIC,
+    spark: Annotated[
+        bool,
+        typer.Option(
+            "--spark", help="Group the windows in Spark (local[2]; for large pools). Not with --follow."
+        ),
+    ] = False,
+    spark_master: Annotated[str, typer.Option(help="With --spark: the Spark master.")] = "local[2]",
 ) -> None:
     """Critical participation of the worker pool per window: which kind, worker, operator and hop."""
     settings = KafkaSettings.load()
     width = parse_duration(window, what="--window")
     begin = parse_time(from_) if from_ is not None else time.time() - 300.0
     begin = width * (begin // width)  # aligned windows, so that two runs report the same windows
+    if spark:
+        if follow:
+            raise CadenzaError("--spark analyses a time range; it cannot be combined with --follow")
+        end = parse_time(to) if to is not None else time.time()
+        if end <= begin:
+            raise CadenzaError(f"--to ({end}) must be after --from ({begin})")
+        found = _spark_summaries(settings, topic, begin, end, width, spark_master)
+        _report(found, top_n)
+        if publish and found:
+            Publisher(settings, feedback_topic).publish(found)
+        _write(found, topic, json_out, png)
+        return
     reader = TraceReader(settings, topic, since=begin)
     publisher = Publisher(settings, feedback_topic) if publish else None
     results: list[WindowSummary] = []
@@ -177,12 +199,39 @@ def analyze_command(
         console.print(
             f"[yellow]{reader.bad_batches} of {reader.batches} batches did not decode (see the log)[/]"
         )
+    _write(results, topic, json_out, png)
+
+
+def _write(results: Sequence[WindowSummary], topic: str, json_out: Path | None, png: Path | None) -> None:
     if not results:
         console.print(f"no activities in {topic!r} over the range")
     if json_out is not None:
         json_out.write_text(json.dumps([s.to_json() for s in results], indent=2))
     if png is not None and results:
         write_png(results, png)
+
+
+def _spark_summaries(
+    settings: KafkaSettings, topic: str, begin: float, end: float, width: float, master: str
+) -> list[WindowSummary]:
+    """The windows of ``[begin, end)`` computed by :func:`~cadenza.infra.spark.spark_window_summaries`."""
+    from cadenza.infra.spark import spark_session, spark_window_summaries  # noqa: PLC0415 - PySpark is optional
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = spark_session("cadenza-analyze", master=master, ui=False)
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        with tempfile.TemporaryDirectory(prefix="cadenza-analyze-") as tmp:
+            analysis = spark_window_summaries(
+                session, settings, topic, begin=begin, end=end, width=width, workdir=Path(tmp)
+            )
+    finally:
+        session.stop()
+    for lo, reason in sorted(analysis.skipped.items()):
+        console.print(f"[yellow]window at {lo:.3f} skipped: {reason}[/]", highlight=False)
+    if analysis.bad_batches:
+        console.print(f"[yellow]{analysis.bad_batches} batches did not decode[/]")
+    return analysis.summaries
 
 
 def _window(trace: Sequence[Activity], lo: float, hi: float, workers: Sequence[str]) -> WindowSummary | None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow as pa  # type: ignore[import-untyped]
 from confluent_kafka import (
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
@@ -32,6 +33,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -299,15 +301,34 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- executor side -----------------------------------------------------------------------------
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """The records of one planned range, as rows of :func:`source_schema`."""
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The records of one planned range, as Arrow batches of :func:`source_schema`."""
         if not isinstance(partition, KafkaInputPartition):
             raise TypeError(f"{FORMAT_NAME} got an input partition it did not plan: {partition!r}")
-        return read_range(self.options, partition)
+        return read_range_batches(self.options, partition)
 
 
 def read_range(options: SourceOptions, part: KafkaInputPartition) -> Iterator[tuple[Any, ...]]:
-    """Yield exactly the records ``[part.start, part.end)`` of one partition, then close the consumer.
+    """The records ``[part.start, part.end)`` of one partition as rows of :func:`source_schema`."""
+    for messages in _consume_range(options, part):
+        for message in messages:
+            yield _row(message, options.include_headers)
+
+
+def read_range_batches(options: SourceOptions, part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
+    """The records ``[part.start, part.end)`` of one partition as Arrow batches of :func:`source_schema`.
+
+    This is what Spark's Python worker gets: handing it columns instead of one tuple per record
+    skips its per-row conversion, which was most of the reader's cost.
+    """
+    schema = arrow_source_schema(options.include_headers)
+    for messages in _consume_range(options, part):
+        if messages:
+            yield _batch(messages, schema, options.include_headers)
+
+
+def _consume_range(options: SourceOptions, part: KafkaInputPartition) -> Iterator[list[Any]]:
+    """Yield the messages of exactly ``[part.start, part.end)`` in fetched chunks, then close the consumer.
 
     "Exactly" survives gaps (compaction, transaction markers): the range ends at the first record at
     or past ``end``, or when the consumer's position reaches ``end``. A partition-EOF event *before*
@@ -321,6 +342,10 @@ def read_range(options: SourceOptions, part: KafkaInputPartition) -> Iterator[tu
             # An offset that no longer exists is data loss: fail (the default) or skip ahead.
             "auto.offset.reset": "error" if options.fail_on_data_loss else "earliest",
             "fetch.wait.max.ms": 100,
+            # Large fetches: a read task wants a whole range, not a trickle.
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "queued.min.messages": 200_000,
             **options.settings.overrides,
         },
     )
@@ -331,7 +356,8 @@ def read_range(options: SourceOptions, part: KafkaInputPartition) -> Iterator[tu
         consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
         while position < part.end:
             errors.raise_fatal()
-            messages = consumer.consume(num_messages=min(1000, part.end - position), timeout=0.5)
+            messages = consumer.consume(num_messages=min(_CHUNK, part.end - position), timeout=0.5)
+            chunk: list[Any] = []
             for message in messages:
                 error = message.error()
                 offset = message.offset()
@@ -347,8 +373,10 @@ def read_range(options: SourceOptions, part: KafkaInputPartition) -> Iterator[tu
                     position = part.end
                     break
                 position = offset + 1
+                chunk.append(message)
+            if chunk:
                 last_progress = time.monotonic()
-                yield _row(message, options.include_headers)
+                yield chunk
             if time.monotonic() - last_progress > options.poll_timeout_s:
                 raise KafkaReadError(
                     f"{FORMAT_NAME}: no record of {where} arrived for {options.poll_timeout_s:g}s while "
@@ -358,6 +386,50 @@ def read_range(options: SourceOptions, part: KafkaInputPartition) -> Iterator[tu
                 )
     finally:
         consumer.close()
+
+
+#: Messages per consume() call and so per Arrow batch: big enough that per-call costs vanish.
+_CHUNK = 10_000
+
+
+def arrow_source_schema(include_headers: bool = True) -> pa.Schema:
+    """:func:`source_schema` as the Arrow schema Spark checks a reader's batches against."""
+    return to_arrow_schema(source_schema(include_headers), timezone="UTC")
+
+
+def _batch(messages: list[Any], schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
+    stamps = [message.timestamp() for message in messages]
+    kinds = [_TIMESTAMP_TYPES.get(kind) for kind, _ in stamps]
+    micros = [
+        millis * 1000 if kind is not None else None for kind, (_, millis) in zip(kinds, stamps, strict=True)
+    ]
+    count = len(messages)
+    columns: list[pa.Array] = [
+        pa.array([message.key() for message in messages], pa.binary()),
+        pa.array([message.value() for message in messages], pa.binary()),
+        pa.repeat(pa.scalar(messages[0].topic(), pa.string()), count),
+        pa.repeat(pa.scalar(messages[0].partition(), pa.int32()), count),
+        pa.array([message.offset() for message in messages], pa.int64()),
+        pa.array(micros, schema.field("timestamp").type),
+        pa.array(kinds, pa.int32()),
+    ]
+    if include_headers:
+        columns.append(
+            pa.array(
+                [
+                    [
+                        {"key": name, "value": value.encode() if isinstance(value, str) else value}
+                        for name, value in message.headers() or ()
+                    ]
+                    for message in messages
+                ],
+                schema.field("headers").type,
+            )
+        )
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+_TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: 0, TIMESTAMP_LOG_APPEND_TIME: 1}
 
 
 def _read_error(

@@ -24,6 +24,7 @@ if importlib.util.find_spec("pyspark") is None:
         "test_read_range.py",
         "test_sink_columns.py",
         "test_stats_job.py",
+        "test_analysis_job.py",
         "test_spark_stage.py",
         "stage_pipelines.py",
         "span_data.py",

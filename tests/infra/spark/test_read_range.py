@@ -11,7 +11,9 @@ from cadenza.infra.spark.kafka_source import (
     KafkaInputPartition,
     KafkaReadError,
     KafkaStreamReader,
+    arrow_source_schema,
     read_range,
+    read_range_batches,
 )
 from cadenza.infra.spark.options import parse_source_options
 from cadenza.settings import KafkaSettings
@@ -80,3 +82,33 @@ def test_the_reader_pickles_without_its_driver_side_client(
         assert copy.partitions({topic: {"0": 0, "1": 0}}, {topic: {"0": 0, "1": 0}}) == []
     finally:
         reader.stop()
+
+
+@pytest.mark.parametrize("include_headers", [True, False])
+def test_arrow_batches_hold_exactly_the_rows_of_the_range(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, include_headers: bool
+) -> None:
+    """What Spark receives as Arrow columns is, row for row, what the tuple path yields."""
+    topic = new_topic()
+    records = [
+        (0, None if i % 3 == 0 else f"k{i}".encode(), f"v{i}".encode(), [("h", f"x{i}".encode())] * (i % 2))
+        for i in range(40)
+    ]
+    produce(kafka_settings, topic, records, batched=True)
+    options = parse_source_options(
+        {
+            "bootstrap.servers": kafka_settings.bootstrap_servers,
+            "subscribe": topic,
+            "includeHeaders": str(include_headers).lower(),
+        }
+    )
+    part = KafkaInputPartition(topic, 0, 5, 33)
+    batches = list(read_range_batches(options, part))
+    assert batches
+    assert all(batch.schema.equals(arrow_source_schema(include_headers)) for batch in batches)
+    from_arrow = [tuple(row.values()) for batch in batches for row in batch.to_pylist()]
+    expected = list(read_range(options, part))
+    if include_headers:
+        from_arrow = [(*row[:-1], [(h["key"], h["value"]) for h in row[-1]]) for row in from_arrow]
+    assert [row[4] for row in from_arrow] == list(range(5, 33))
+    assert from_arrow == expected
