@@ -23,6 +23,7 @@ import typer.main
 import yaml
 
 from cadenza.cli.app import app
+from cadenza.cli.console import LOG_FORMAT_ENV
 from cadenza.pipelines import load_pipelines
 from cadenza.settings import KafkaSettings
 from tests.docker import dockerfile
@@ -87,7 +88,8 @@ def option_envvars(command: Any) -> set[str]:
 
 
 KAFKA_SETTINGS_ENV = {f"CADENZA_{name.upper()}" for name in KafkaSettings.model_fields}
-KNOWN_ENV = KAFKA_SETTINGS_ENV | option_envvars(cli_root())
+# LOG_FORMAT_ENV is read by every command's logging set-up, not by one option.
+KNOWN_ENV = KAFKA_SETTINGS_ENV | option_envvars(cli_root()) | {LOG_FORMAT_ENV}
 
 
 @contextlib.contextmanager
