@@ -36,6 +36,7 @@ class _Output:
     def __init__(self) -> None:
         self.records: list[tuple[str, bytes | None, dict[str, Any]]] = []
         self.producer = self
+        self.trace_header: tuple[str, bytes] | None = None  # no activity trace
 
     def produce(
         self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None, **_: Any
