@@ -122,7 +122,7 @@ def test_analyze_follow_reports_windows_as_they_close(
             )
             time.sleep(0.5)
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        out, err = process.communicate(timeout=90)  # a loaded CI machine starts Python slowly
     finally:
         if process.poll() is None:
             process.kill()
