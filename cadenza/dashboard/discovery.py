@@ -10,12 +10,12 @@ are not announcements are skipped and counted, never an error: a shared topic ma
 from __future__ import annotations
 
 import logging
-import threading
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from cadenza.infra.kafka.clients import make_consumer
+from confluent_kafka import Message
+
+from cadenza.dashboard.follower import TopicFollower
 from cadenza.infra.metrics.discovery import Announcement, AnnouncementError, parse_announcement
 from cadenza.settings import KafkaSettings
 
@@ -73,7 +73,7 @@ class DiscoveredWorkers:
         return found
 
 
-class DiscoveryReader:
+class DiscoveryReader(TopicFollower):
     """Follows the discovery topic in a thread of its own (its own consumer group, from the start).
 
     ``heartbeat_stale_s``: a worker whose last announcement is older than this is shown as stale
@@ -84,39 +84,24 @@ class DiscoveryReader:
     def __init__(self, settings: KafkaSettings, topic: str, *, heartbeat_stale_s: float = 15.0) -> None:
         if heartbeat_stale_s <= 0:
             raise ValueError(f"heartbeat_stale_s must be positive, got {heartbeat_stale_s!r}")
-        self.topic = topic
+        super().__init__(settings, topic, "discovery")
         self.heartbeat_stale_s = heartbeat_stale_s
         self._state = DiscoveredWorkers()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._consumer, self._errors = make_consumer(
-            settings, f"cadenza-dashboard-discovery-{uuid.uuid4().hex[:8]}"
-        )
-        self._consumer.subscribe([topic])
-        self._thread = threading.Thread(target=self._run, name="dashboard-discovery", daemon=True)
-        self._thread.start()
+        self.start()
 
     @property
     def skipped(self) -> int:
         with self._lock:
             return self._state.skipped
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                messages = self._consumer.consume(100, 0.5)
-            except RuntimeError:  # closed under us
-                return
-            for message in messages:
-                if message.error() is not None:
-                    continue
-                with self._lock:
-                    applied = self._state.apply(message.key(), message.value())
-                    skipped, reason = self._state.skipped, self._state.last_error
-                if not applied:
-                    # Loud once (a misconfigured producer writes to the wrong topic), quiet after.
-                    level = logging.WARNING if skipped == 1 else logging.DEBUG
-                    _log.log(level, "skipped a record of %s (%d so far): %s", self.topic, skipped, reason)
+    def handle(self, message: Message) -> None:
+        with self._lock:
+            applied = self._state.apply(message.key(), message.value())
+            skipped, reason = self._state.skipped, self._state.last_error
+        if not applied:
+            # Loud once (a misconfigured producer writes to the wrong topic), quiet after.
+            level = logging.WARNING if skipped == 1 else logging.DEBUG
+            _log.log(level, "skipped a record of %s (%d so far): %s", self.topic, skipped, reason)
 
     def status(self) -> dict[str, Any]:
         """What the page says about discovery: the topic, how many workers, how many records skipped."""
@@ -131,11 +116,3 @@ class DiscoveryReader:
         """The workers announced now, by URL (what :class:`~cadenza.dashboard.live.Dashboard` polls)."""
         with self._lock:
             return self._state.at(now, self.heartbeat_stale_s)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        try:
-            self._consumer.close()
-        except RuntimeError:  # already closed
-            _log.debug("discovery consumer already closed")

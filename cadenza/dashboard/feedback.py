@@ -10,19 +10,16 @@ never an error: the topic is shared.
 from __future__ import annotations
 
 import json
-import logging
-import threading
-import uuid
 from typing import Any
 
-from cadenza.infra.kafka.clients import make_consumer
+from confluent_kafka import Message
+
+from cadenza.dashboard.follower import TopicFollower
 from cadenza.infra.kafka.headers import get_header
 from cadenza.infra.metrics.feedback import CRITICAL_PARTICIPATION_KIND, KIND_HEADER, POOL_DECISION_KIND
 from cadenza.settings import KafkaSettings
 
 __all__ = ["FeedbackReader", "classify"]
-
-_log = logging.getLogger("cadenza.dashboard.feedback")
 
 
 _SECTIONS = {CRITICAL_PARTICIPATION_KIND: "critical_path", POOL_DECISION_KIND: "pool"}
@@ -42,41 +39,24 @@ def classify(kind: bytes | None, value: bytes | None) -> tuple[str, dict[str, An
     return section, document
 
 
-class FeedbackReader:
+class FeedbackReader(TopicFollower):
     """Follows the feedback topic in a thread of its own (its own consumer group, from the start)."""
 
     def __init__(self, settings: KafkaSettings, topic: str) -> None:
-        self.topic = topic
+        super().__init__(settings, topic, "feedback")
         self.skipped = 0
         self._latest: dict[str, dict[str, Any]] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._consumer, self._errors = make_consumer(settings, f"cadenza-dashboard-{uuid.uuid4().hex[:8]}")
-        self._consumer.subscribe([topic])
-        self._thread = threading.Thread(target=self._run, name="dashboard-feedback", daemon=True)
-        self._thread.start()
+        self.start()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for message in self._consumer.consume(100, 0.5):
-                if message.error() is not None:
-                    continue
-                found = classify(get_header(message.headers(), KIND_HEADER), message.value())
-                with self._lock:
-                    if found is None:
-                        self.skipped += 1
-                    else:
-                        self._latest[found[0]] = found[1]
+    def handle(self, message: Message) -> None:
+        found = classify(get_header(message.headers(), KIND_HEADER), message.value())
+        with self._lock:
+            if found is None:
+                self.skipped += 1
+            else:
+                self._latest[found[0]] = found[1]
 
     def extras(self) -> dict[str, Any]:
         """What the page's critical-path and pool sections show (``None``: not available yet)."""
         with self._lock:
             return {"critical_path": self._latest.get("critical_path"), "pool": self._latest.get("pool")}
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        try:
-            self._consumer.close()
-        except RuntimeError:  # already closed
-            _log.debug("feedback consumer already closed")
