@@ -30,7 +30,13 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 
 __all__ = ["HealthState", "MetricsServer", "serve_metrics"]
 
-_TEXT = [("Content-Type", "text/plain; charset=utf-8")]
+_TEXT = ("Content-Type", "text/plain; charset=utf-8")
+
+
+def _text_headers() -> list[tuple[str, str]]:
+    """A fresh list per response: wsgiref adds ``Content-Length`` to the very list it is handed, so a
+    shared one would carry one response's length into the next (a 404's 45 bytes on a 3-byte probe)."""
+    return [_TEXT]
 
 
 class HealthState:
@@ -51,7 +57,7 @@ class HealthState:
 
 
 def _probe(ok: bool, start_response: StartResponse) -> list[bytes]:
-    start_response("200 OK" if ok else "503 Service Unavailable", _TEXT)
+    start_response("200 OK" if ok else "503 Service Unavailable", _text_headers())
     return [b"ok\n" if ok else b"unavailable\n"]
 
 
@@ -67,7 +73,7 @@ def make_app(registry: CollectorRegistry, health: HealthState) -> Any:
             return _probe(health.live, start_response)
         if path == "/readyz":
             return _probe(health.live and health.ready, start_response)
-        start_response("404 Not Found", _TEXT)
+        start_response("404 Not Found", _text_headers())
         return [b"not found; try /metrics, /healthz or /readyz\n"]
 
     return app

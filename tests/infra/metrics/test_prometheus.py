@@ -139,6 +139,16 @@ def test_probes(exporter: PrometheusExporter, server: MetricsServer) -> None:
     assert get(f"{server.url}/nope")[0] == 404
 
 
+def test_each_response_carries_its_own_length(exporter: PrometheusExporter, server: MetricsServer) -> None:
+    """A 404, a 503 and a 200 in turn, each read whole: a length left over from an earlier response
+    (a shared header list) makes the next read fail with IncompleteRead."""
+    assert get(f"{server.url}/nope")[0] == 404
+    assert get(f"{server.url}/readyz") == (503, "unavailable\n")
+    assert get(f"{server.url}/healthz") == (200, "ok\n")
+    assert get(f"{server.url}/nope")[0] == 404
+    assert get(f"{server.url}/healthz") == (200, "ok\n")
+
+
 def test_binds_loopback_by_default(server: MetricsServer) -> None:
     assert server.host == "127.0.0.1" and server.port > 0
 
