@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -104,11 +105,17 @@ def test_analyze_follow_reports_windows_as_they_close(
         text=True,
         env=env,
     )
+    stdout, stderr = process.stdout, process.stderr
+    assert stdout is not None and stderr is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(stdout.readline, "")), daemon=True)
+    reader.start()
     try:
-        # Five seconds of a slow worker and a waiting one, in live time, batch by batch as workers
-        # send them; then Ctrl-C, which ends the run with the windows reported so far.
-        until = time.monotonic() + 5
-        while time.monotonic() < until:
+        # A slow worker and a waiting one, in live time, batch by batch as workers send them, until the
+        # command has reported three windows (however long it took to start), then Ctrl-C, which ends
+        # the run with the windows reported so far.
+        until = time.monotonic() + 90
+        while sum("CP share" in line for line in lines) < 3 and time.monotonic() < until:
             now = time.time()
             slow = [Activity("slow", now - 0.5, now, "processing", "heavy")]
             idle = [
@@ -122,7 +129,9 @@ def test_analyze_follow_reports_windows_as_they_close(
             )
             time.sleep(0.5)
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=90)  # a loaded CI machine starts Python slowly
+        process.wait(timeout=60)
+        reader.join(10)
+        out, err = "".join(lines), stderr.read()
     finally:
         if process.poll() is None:
             process.kill()
