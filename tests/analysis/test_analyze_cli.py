@@ -98,13 +98,20 @@ def test_analyze_follow_reports_windows_as_they_close(
     json_out = tmp_path / "follow.json"
     env = {**os.environ, "CADENZA_BOOTSTRAP_SERVERS": kafka_settings.bootstrap_servers, "COLUMNS": "200"}
     args = ["--topic", activities, "--follow", "--window", "1s", "--grace", "0.5s", "--from", "-1s"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "cadenza", "analyze", *args, "--json", str(json_out), "--no-publish"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    # A shell that runs a job in the background without job control (CI scripts, `make ... &`) starts
+    # it with SIGINT ignored, a disposition exec passes on; Python then installs no Ctrl-C handler in
+    # the child and the Ctrl-C below would be lost. A handled SIGINT here is reset to the default in it.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cadenza", "analyze", *args, "--json", str(json_out), "--no-publish"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     stdout, stderr = process.stdout, process.stderr
     assert stdout is not None and stderr is not None
     lines: list[str] = []
