@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -32,6 +34,8 @@ from cadenza.infra.kafka.clients import flush_or_raise, make_producer
 from cadenza.infra.metrics.feedback import CRITICAL_PARTICIPATION_KIND, KIND_HEADER
 from cadenza.infra.metrics.topics import DEFAULT_FEEDBACK_TOPIC
 from cadenza.settings import KafkaSettings
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 SUMMARY_HEADER = (KIND_HEADER, CRITICAL_PARTICIPATION_KIND)
 
@@ -247,13 +251,16 @@ def _window(trace: Sequence[Activity], lo: float, hi: float, workers: Sequence[s
 def _follow(
     reader: TraceReader, begin: float, width: float, grace: float, n: int, publisher: Publisher | None
 ) -> list[WindowSummary]:
-    """Report each window once ``grace`` has passed after its end; Ctrl-C stops (and keeps the results)."""
+    """Report each window once ``grace`` has passed after its end; Ctrl-C or SIGTERM (a container's
+    stop) ends the run and keeps the results, so ``--json`` is still written."""
     trace: list[Activity] = []
     workers: dict[str, None] = {}
     results: list[WindowSummary] = []
     lo = begin
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda _signum, _frame: stop.set()) for sig in _STOP_SIGNALS}
     try:
-        while True:
+        while not stop.is_set():
             for a in reader.poll(0.5):
                 trace.append(a)
                 workers[a.worker] = None
@@ -268,4 +275,7 @@ def _follow(
                 trace = [a for a in trace if a.end >= lo]
     except KeyboardInterrupt:
         pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return results

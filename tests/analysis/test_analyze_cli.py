@@ -91,8 +91,9 @@ def test_analyze_a_missing_topic_is_a_clear_error(kafka_settings: KafkaSettings)
     assert "activities topic 'no-such-activities' does not exist" in result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_analyze_follow_reports_windows_as_they_close(
-    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
+    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path, stop_signal: signal.Signals
 ) -> None:
     activities = new_topic()
     json_out = tmp_path / "follow.json"
@@ -119,8 +120,8 @@ def test_analyze_follow_reports_windows_as_they_close(
     reader.start()
     try:
         # A slow worker and a waiting one, in live time, batch by batch as workers send them, until the
-        # command has reported three windows (however long it took to start), then Ctrl-C, which ends
-        # the run with the windows reported so far.
+        # command has reported three windows (however long it took to start), then Ctrl-C or a
+        # container's SIGTERM, which ends the run with the windows reported so far.
         until = time.monotonic() + 90
         while sum("CP share" in line for line in lines) < 3 and time.monotonic() < until:
             now = time.time()
@@ -135,7 +136,7 @@ def test_analyze_follow_reports_windows_as_they_close(
                 [(b"slow", encode_batch("slow", slow), None), (b"idle", encode_batch("idle", idle), None)],
             )
             time.sleep(0.5)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop_signal)
         process.wait(timeout=60)
         reader.join(10)
         out, err = "".join(lines), stderr.read()
