@@ -170,6 +170,26 @@ def worker_command(
             "hangs) the worker leaves its group without committing that record and exits 3.",
         ),
     ] = 15.0,
+    watermark_idle_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            envvar="CADENZA_WATERMARK_IDLE_TIMEOUT",
+            help="Seconds an input partition of a window or join may deliver nothing before it stops "
+            "holding the watermark back (counted in cadenza_watermark_idle_timeouts_total); 0: it holds "
+            "it back for ever. See docs/watermarks.md.",
+        ),
+    ] = 30.0,
+    progress_interval_ms: Annotated[
+        float,
+        typer.Option(
+            min=1.0,
+            max=59_999.0,
+            envvar="CADENZA_PROGRESS_INTERVAL_MS",
+            help="Most milliseconds between the progress records a key_by writes to its repartition "
+            "topic, which let the windows downstream advance when a key sends them nothing.",
+        ),
+    ] = 50.0,
     log_level: Annotated[
         str | None, typer.Option(help="Logging level (default: the global --log-level / CADENZA_LOG_LEVEL).")
     ] = None,
@@ -213,6 +233,8 @@ def worker_command(
             activities_topic=None if activities_topic in ("", "off") else activities_topic,
             state_store=state_store.value,
             state_dir=state_dir,
+            watermark_idle_timeout=watermark_idle_timeout or None,
+            progress_interval=progress_interval_ms / 1000.0,
         )
 
     server: MetricsServer | None = None
