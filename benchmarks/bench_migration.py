@@ -622,71 +622,93 @@ class Run:
 
 
 class LiveInput:
-    """LS clicks and BIG updates at their rates in a thread, remembering what it sent."""
+    """LS clicks and BIG updates at their rates in a thread, remembering what it sent.
+
+    The producer is idempotent: when the broker is slow, librdkafka's retries must not write a
+    record twice (BIG's brute force would then be short of it). A record whose delivery fails is
+    counted (``failures``): the brute force cannot know whether it is in the topic.
+    """
 
     def __init__(self, settings: KafkaSettings, topics: Topics, config: MigrationConfig) -> None:
         self.topics = topics
         self.config = config
         self.ls_sends: list[tuple[str, float]] = []
         self.big_sends: list[tuple[str, float]] = []
-        self._producer, _ = make_producer(
-            settings, **{"enable.idempotence": False, "acks": "1", "linger.ms": 2}
-        )
+        self.failures = 0
+        self.error: BaseException | None = None
+        self._producer, _ = make_producer(settings, **{"linger.ms": 5})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="s5-input", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
+    def _delivered(self, error: object, _message: object) -> None:
+        if error is not None:
+            self.failures += 1
+
+    def _send(self, topic: str, value: dict[str, Any], key: str) -> None:
+        while True:
+            try:
+                self._producer.produce(
+                    topic, json.dumps(value).encode(), key.encode(), on_delivery=self._delivered
+                )
+                return
+            except BufferError:  # the local queue is full while the broker is slow: wait for room
+                self._producer.poll(0.05)
+
     def _run(self) -> None:
-        rng = random.Random(self.config.seed)
-        started = time.monotonic()
-        while not self._stop.is_set():
-            elapsed = time.monotonic() - started
-            for _ in range(int(elapsed * self.config.ls_rate) - len(self.ls_sends)):
-                user = f"u{rng.randrange(self.config.users)}"
-                ts = time.time()
-                self._producer.produce(
-                    self.topics.ls_in, json.dumps({"user": user, "ts": ts}).encode(), user.encode()
-                )
-                self.ls_sends.append((user, ts))
-            for _ in range(int(elapsed * self.config.big_rate) - len(self.big_sends)):
-                key = f"k{rng.randrange(self.config.keys)}"
-                ts = T0 + 10.0 + elapsed  # inside the day window, after the preload's event times
-                self._producer.produce(
-                    self.topics.big_in, json.dumps({"key": key, "ts": ts}).encode(), key.encode()
-                )
-                self.big_sends.append((key, ts))
-            self._producer.poll(0)
-            self._stop.wait(0.005)
-        remaining = self._producer.flush(30)
-        if remaining:
-            raise RuntimeError(f"{remaining} live record(s) not delivered")
+        try:
+            rng = random.Random(self.config.seed)
+            started = time.monotonic()
+            while not self._stop.is_set():
+                elapsed = time.monotonic() - started
+                for _ in range(int(elapsed * self.config.ls_rate) - len(self.ls_sends)):
+                    user = f"u{rng.randrange(self.config.users)}"
+                    ts = time.time()
+                    self._send(self.topics.ls_in, {"user": user, "ts": ts}, user)
+                    self.ls_sends.append((user, ts))
+                for _ in range(int(elapsed * self.config.big_rate) - len(self.big_sends)):
+                    key = f"k{rng.randrange(self.config.keys)}"
+                    ts = T0 + 10.0 + elapsed  # inside the day window, after the preload's event times
+                    self._send(self.topics.big_in, {"key": key, "ts": ts}, key)
+                    self.big_sends.append((key, ts))
+                self._producer.poll(0)
+                self._stop.wait(0.005)
+            self.failures += self._producer.flush(60)
+        except BaseException as exc:  # said in the result: a silent sender would fake a quiet input
+            self.error = exc
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(60)
+            self._thread.join(90)
 
 
 def preload(settings: KafkaSettings, topic: str, keys: int) -> list[tuple[str, float]]:
     """One record per key, event times rising inside BIG's window; returns what it sent."""
-    producer, _ = make_producer(settings, **{"enable.idempotence": False, "linger.ms": 20})
+    producer, _ = make_producer(settings, **{"linger.ms": 20})
+    failed: list[object] = []
     sent: list[tuple[str, float]] = []
     for i in range(keys):
         key = f"k{i}"
         ts = T0 + 5.0 * i / keys
         while True:
             try:
-                producer.produce(topic, json.dumps({"key": key, "ts": ts}).encode(), key.encode())
+                producer.produce(
+                    topic,
+                    json.dumps({"key": key, "ts": ts}).encode(),
+                    key.encode(),
+                    on_delivery=lambda error, _m: failed.append(error) if error is not None else None,
+                )
                 break
             except BufferError:
                 producer.poll(0.05)
         sent.append((key, ts))
         if i % 10_000 == 0:
             producer.poll(0)
-    if producer.flush(120):
-        raise RuntimeError("the preload was not delivered")
+    if producer.flush(120) or failed:
+        raise RuntimeError(f"the preload was not delivered: {failed[:1] or 'flush timed out'}")
     return sent
 
 
@@ -797,6 +819,10 @@ def run_strategy(
     entry["restored_keys"] = sum(r.keys for r in restores if r.at >= periods["scale_out"][0])
     entry["restored_records"] = sum(r.records for r in restores if r.at >= periods["scale_out"][0])
     entry["ls_wrong_windows"] = ls_wrong
+    entry["input_delivery_failures"] = live.failures
+    if live.error is not None:
+        entry["input_error"] = repr(live.error)
+        entry["results_correct"] = False
     entry["series"] = {
         "run_start": round(began, 3),
         "ls": sorted(
@@ -851,13 +877,15 @@ def run_benchmark(
         progress(f"{name}: skipped ({why})")
     entries: dict[str, dict[str, Any]] = {}
     failed: dict[str, str] = {}
-    with broker_settings(bootstrap) as settings:
-        for strategy in strategies:
-            try:
+    for strategy in strategies:
+        try:
+            # A fresh embedded broker per strategy: its memory storage keeps every earlier run's
+            # records, and its CPU cost grew with them, which would load the later strategies more.
+            with broker_settings(bootstrap) as settings:
                 entries[strategy.name] = run_strategy(strategy, settings, config, out, progress)
-            except Exception as exc:  # one strategy failing must not lose the others' results
-                progress(f"{strategy.name}: failed: {exc}")
-                failed[strategy.name] = str(exc)
+        except Exception as exc:  # one strategy failing must not lose the others' results
+            progress(f"{strategy.name}: failed: {exc}")
+            failed[strategy.name] = str(exc)
     result: dict[str, Any] = {
         "benchmark": "s5_migration",
         "strategies": entries,
