@@ -792,7 +792,12 @@ def run_strategy(
         settle(reader, config, progress, name)
         live.stop()
         close_windows(settings, topics.big_in, config.partitions)
-        big_expected = brute_force_counts([*preloaded, *live.big_sends], BIG_WINDOW_S)
+        # The brute force counts what the input topic holds (read back, so a record the broker
+        # never took is not blamed on the workers); what the harness sent is compared with it too.
+        in_topic = read_back(settings, topics.big_in, config.partitions)
+        big_expected = brute_force_counts(in_topic, BIG_WINDOW_S)
+        sent = brute_force_counts([*preloaded, *live.big_sends], BIG_WINDOW_S)
+        input_check = compare_input(sent, big_expected)
         last_ls = max(ts for _, ts in live.ls_sends)
         ls_expected = expected_ls_windows(live.ls_sends, last_ls)
         progress(f"{name}: closing BIG's windows; waiting for {len(big_expected):,} results")
@@ -820,6 +825,7 @@ def run_strategy(
     entry["restored_records"] = sum(r.records for r in restores if r.at >= periods["scale_out"][0])
     entry["ls_wrong_windows"] = ls_wrong
     entry["input_delivery_failures"] = live.failures
+    entry["input"] = input_check
     if live.error is not None:
         entry["input_error"] = repr(live.error)
         entry["results_correct"] = False
@@ -853,6 +859,46 @@ def settle(reader: OutputReader, config: MigrationConfig, progress: Progress, na
 
 def _took(trigger: float, end: float | None) -> str:
     return "did not finish" if end is None else f"took {end - trigger:.2f} s"
+
+
+def read_back(
+    settings: KafkaSettings, topic: str, partitions: int, timeout: float = 600.0
+) -> list[tuple[str, float]]:
+    """Every BIG record ``(key, ts)`` in ``topic`` but the closers, read from the start to the end."""
+    ends = end_offsets(settings, [(topic, p) for p in range(partitions)])
+    consumer, _ = make_consumer(settings, f"s5-readback-{uuid.uuid4().hex[:8]}")
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    positions = {p: 0 for p in range(partitions)}
+    records: list[tuple[str, float]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while any(positions[p] < ends[(topic, p)] for p in range(partitions)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"reading {topic} back did not finish within {timeout:.0f} s")
+            for message in consumer.consume(10_000, 0.5):
+                if message.error() is not None:
+                    continue
+                partition, offset = message.partition(), message.offset()
+                if partition is None or offset is None:
+                    continue
+                positions[partition] = offset + 1
+                value = json.loads(message.value() or b"null")
+                if value["key"] != CLOSER_KEY:
+                    records.append((str(value["key"]), float(value["ts"])))
+    finally:
+        consumer.close()
+    return records
+
+
+def compare_input(sent: Mapping[WindowKey, int], in_topic: Mapping[WindowKey, int]) -> dict[str, int]:
+    """Records the harness sent that the input topic lacks, and records it holds twice."""
+    windows = set(sent) | set(in_topic)
+    return {
+        "records_sent": sum(sent.values()),
+        "records_in_topic": sum(in_topic.values()),
+        "lost_records": sum(max(0, sent.get(w, 0) - in_topic.get(w, 0)) for w in windows),
+        "extra_records": sum(max(0, in_topic.get(w, 0) - sent.get(w, 0)) for w in windows),
+    }
 
 
 def close_windows(settings: KafkaSettings, topic: str, partitions: int) -> None:
