@@ -17,6 +17,7 @@ from bench_migration import (
     check_shape,
     check_windows,
     choose_strategies,
+    compare_input,
     complete,
     expected_ls_windows,
     format_table,
@@ -180,6 +181,23 @@ def test_check_windows_fails_loss_and_strangers_and_counts_what_at_least_once_al
     assert not missing["results_correct"] and missing["missing_windows"] == 1
     stranger = check_windows(expected, [("a", 0.0, 3), ("b", 0.0, 1), ("c", 0.0, 1)])
     assert not stranger["results_correct"] and stranger["unexpected_windows"] == 1
+
+
+def test_compare_input_counts_records_the_topic_lacks_or_holds_twice() -> None:
+    sent = {("a", 0.0): 3, ("b", 0.0): 1}
+    assert compare_input(sent, sent) == {
+        "records_sent": 4,
+        "records_in_topic": 4,
+        "lost_records": 0,
+        "extra_records": 0,
+    }
+    in_topic = {("a", 0.0): 2, ("b", 0.0): 2, ("c", 0.0): 1}
+    assert compare_input(sent, in_topic) == {
+        "records_sent": 4,
+        "records_in_topic": 5,
+        "lost_records": 1,
+        "extra_records": 2,
+    }
 
 
 # -- LS scoring ---------------------------------------------------------------------------------------
