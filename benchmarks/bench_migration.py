@@ -722,15 +722,28 @@ def committed_through(settings: KafkaSettings, group: str, ends: Mapping[Partiti
     return all(done.get(tp, -1) >= end for tp, end in ends.items())
 
 
-def wait_for(
-    predicate: Callable[[], bool], timeout: float, what: str, run: Run, workers: Sequence[str]
+def wait_for(  # noqa: PLR0917 - internal helper, every call names what it waits for
+    predicate: Callable[[], bool],
+    timeout: float,
+    what: str,
+    run: Run,
+    workers: Sequence[str],
+    progress: Progress,
+    interval: float = 0.2,
 ) -> None:
-    deadline = time.monotonic() + timeout
+    """Poll ``predicate`` until true, failing if a worker exits or ``timeout`` passes; says every
+    30 s that it still waits (a full-mode preload takes minutes)."""
+    started = time.monotonic()
+    said = started
     while not predicate():
         run.check_alive(workers)
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now - started > timeout:
             raise RuntimeError(f"{what} did not happen within {timeout:.0f} s")
-        time.sleep(0.2)
+        if now - said >= 30.0:
+            progress(f"  still waiting for {what} ({now - started:.0f} s)")
+            said = now
+        time.sleep(interval)
 
 
 def wait_for_migration(
@@ -771,10 +784,12 @@ def run_strategy(
             "processing the preload",
             run,
             ["w1"],
+            progress,
+            interval=1.0,
         )
         progress(f"{name}: w1 holds the state ({time.time() - began:.1f} s from its start)")
         live.start()
-        wait_for(lambda: bool(reader.ls), 120, "a first LS result", run, ["w1"])
+        wait_for(lambda: bool(reader.ls), 120, "a first LS result", run, ["w1"], progress)
         settle(reader, config, progress, name)
         owned, _ = run.events()
         partitions = ownership(owned, time.time()).get("w1", set())
@@ -802,10 +817,15 @@ def run_strategy(
         ls_expected = expected_ls_windows(live.ls_sends, last_ls)
         progress(f"{name}: closing BIG's windows; waiting for {len(big_expected):,} results")
         deadline = time.monotonic() + config.drain_s
+        said = time.monotonic()
         while time.monotonic() < deadline:
-            if len({(k, s) for k, s, _ in reader.big}) >= len(big_expected):
+            received = len({(k, s) for k, s, _ in list(reader.big)})
+            if received >= len(big_expected):
                 break
-            time.sleep(0.5)
+            if time.monotonic() - said >= 30.0:
+                progress(f"  {received:,} of {len(big_expected):,} results so far")
+                said = time.monotonic()
+            time.sleep(1.0)
     finally:
         live.stop()
         run.stop_all()
