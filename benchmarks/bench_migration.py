@@ -147,6 +147,11 @@ class Strategy:
     def scale_in(self, run: Run) -> float:
         return run.stop_newest()
 
+    def target(self, run: Run, workers: Sequence[str]) -> dict[str, set[Partition]] | None:
+        """Where each partition ends up after the migration to ``workers``, if the strategy decides
+        it (None: the group's assignor does, and any complete division ends the migration)."""
+        return None
+
 
 @dataclass(frozen=True)
 class GroupRebalance(Strategy):
@@ -251,10 +256,17 @@ def complete(
 
 
 def migration_end(
-    events: Iterable[OwnershipEvent], trigger: float, workers: Iterable[str], partitions: set[Partition]
+    events: Iterable[OwnershipEvent],
+    trigger: float,
+    workers: Iterable[str],
+    partitions: set[Partition],
+    target: Mapping[str, set[Partition]] | None = None,
 ) -> float | None:
     """When the migration started at ``trigger`` was over: the first ownership change at or after it
-    after which ``workers`` own ``partitions`` completely (see :func:`complete`); None if not yet."""
+    after which ``workers`` own ``partitions`` completely (see :func:`complete`), or, when the
+    strategy knows where each partition goes (``target``: worker -> partitions), own exactly that
+    (a fluid migration is complete after every step, but over only after the last); None if not yet.
+    """
     remaining = list(workers)
     owners: dict[str, set[Partition]] = {}
     for event in sorted(events, key=lambda e: e.at):
@@ -263,7 +275,12 @@ def migration_end(
             owned |= event.partitions
         else:
             owned -= event.partitions
-        if event.at >= trigger and complete(owners, remaining, partitions):
+        if event.at < trigger:
+            continue
+        if target is None:
+            if complete(owners, remaining, partitions):
+                return event.at
+        elif all(owners.get(worker, set()) == set(target.get(worker, ())) for worker in remaining):
             return event.at
     return None
 
@@ -746,13 +763,18 @@ def wait_for(  # noqa: PLR0917 - internal helper, every call names what it waits
         time.sleep(interval)
 
 
-def wait_for_migration(
-    run: Run, trigger: float, workers: Sequence[str], partitions: set[Partition], timeout: float
+def wait_for_migration(  # noqa: PLR0917 - internal helper, two call sites
+    run: Run,
+    trigger: float,
+    workers: Sequence[str],
+    partitions: set[Partition],
+    target: Mapping[str, set[Partition]] | None,
+    timeout: float,
 ) -> float | None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         run.check_alive(workers)
-        end = migration_end(run.events()[0], trigger, workers, partitions)
+        end = migration_end(run.events()[0], trigger, workers, partitions, target)
         if end is not None:
             return end
         time.sleep(0.2)
@@ -795,13 +817,18 @@ def run_strategy(
         partitions = ownership(owned, time.time()).get("w1", set())
         progress(f"{name}: scale out 1 -> 2 ({len(partitions)} input partitions)")
         trigger = strategy.scale_out(run)
-        end = wait_for_migration(run, trigger, ["w1", "w2"], partitions, config.migration_timeout_s)
+        workers = ["w1", "w2"]
+        end = wait_for_migration(
+            run, trigger, workers, partitions, strategy.target(run, workers), config.migration_timeout_s
+        )
         periods["scale_out"] = (trigger, end)
         progress(f"{name}: scale-out migration " + _took(trigger, end))
         settle(reader, config, progress, name)
         progress(f"{name}: scale in 2 -> 1")
         trigger = strategy.scale_in(run)
-        end = wait_for_migration(run, trigger, ["w1"], partitions, config.migration_timeout_s)
+        end = wait_for_migration(
+            run, trigger, ["w1"], partitions, strategy.target(run, ["w1"]), config.migration_timeout_s
+        )
         periods["scale_in"] = (trigger, end)
         progress(f"{name}: scale-in migration " + _took(trigger, end))
         settle(reader, config, progress, name)

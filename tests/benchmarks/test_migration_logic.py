@@ -109,6 +109,17 @@ def test_a_scale_in_ends_when_the_remaining_worker_owns_everything_again_and_not
     assert ownership(events, 21.0) == {"w1": set(P[:3]), "w2": set()}
 
 
+def test_with_a_known_target_a_fluid_migration_ends_only_at_its_last_step() -> None:
+    moving = P[3:]
+    events = [ev(1.0, "w1", "assigned", *P)]
+    for i, partition in enumerate(moving):  # one partition per step, each a complete division
+        events += [ev(10.0 + i, "w1", "revoked", partition), ev(10.5 + i, "w2", "assigned", partition)]
+    target = {"w1": set(P[:3]), "w2": set(moving)}
+    assert migration_end(events, 9.0, ["w1", "w2"], ALL) == 10.5  # any division: the first step
+    assert migration_end(events, 9.0, ["w1", "w2"], ALL, target) == 10.5 + len(moving) - 1
+    assert migration_end(events[:-1], 9.0, ["w1", "w2"], ALL, target) is None
+
+
 def test_complete_wants_every_partition_exactly_once_and_every_worker_busy() -> None:
     assert complete({"w1": set(P[:3]), "w2": set(P[3:])}, ["w1", "w2"], ALL)
     assert not complete({"w1": set(P), "w2": set()}, ["w1", "w2"], ALL)  # w2 idle
