@@ -4,7 +4,8 @@ One worker process runs two pipelines (``s5_pipelines.py``): **BIG**, a keyed co
 windows whose state holds one entry per key (``keys``: a million in full mode), and **LS**, S1's
 latency-sensitive tenant (a 1 s tumbling count per user with a 0.3 s target). The harness preloads
 BIG with every key, starts live traffic on both, then scales the pool out 1 -> 2 workers and back
-in 2 -> 1, once per migration strategy, each on fresh topics and a fresh group:
+in 2 -> 1, once per migration strategy, each on fresh topics, a fresh group and (unless
+``--bootstrap`` names one) its own embedded broker:
 
 - ``all_at_once``: the eager rebalance (``partition.assignment.strategy=range``): every partition
   is revoked, and each owner restores the state of all it is assigned inside the assignment
@@ -20,18 +21,21 @@ saying so until they register here.
 leaving worker is sent SIGTERM) to the moment every input partition runs again at its new owner:
 the workers' ``assigned``/``revoked``/``lost`` log lines, replayed in time order, give each
 worker's ownership, and the period ends at the first line after which the workers that remain own
-every partition the single worker owned before, each exactly once, and each of them owns some.
-A worker logs ``assigned`` only once the state of those partitions is restored, so the restore is
-inside the period.
+every partition the single worker owned before, each exactly once, and each of them owns some
+(a strategy that decides where each partition goes gives that target instead, see
+:meth:`Strategy.target`). A worker logs ``assigned`` only once the state of those partitions is
+restored, so the restore is inside the period.
 
 **Scoring.** LS latency of a window = its result's Kafka timestamp minus the window's end. The
 period's figures cover the LS windows whose end falls in ``[start, end + 1 s]`` of either period
 (those due while partitions moved, and the first after the hand-over); a window whose result never
 came counts as a miss. ``results_correct``: after the last scale-in the harness closes BIG's
-windows and compares every result with a brute-force count of the records it sent: no window may
-be missing, unexpected or short of records; a window counted higher (a record run twice across a
-hand-over) or emitted twice is what at-least-once allows, and is counted (``overcounted_records``,
-``duplicate_outputs``); ``results_exact`` says whether there was none.
+windows and compares every result with a brute-force count of the records in BIG's input topic,
+read back (and compares those with what it sent, so that a record the broker never took is
+reported as such rather than blamed on the workers): no window may be missing, unexpected or
+short of records; a window counted higher (a record run twice across a hand-over) or emitted twice
+is what at-least-once allows, and is counted (``overcounted_records``, ``duplicate_outputs``);
+``results_exact`` says whether there was none.
 
     python benchmarks/bench_migration.py --out DIR [--quick] [--strategies all_at_once,cooperative]
 """
