@@ -4,7 +4,7 @@ The benchmark code lives in the repository's ``benchmarks/`` directory, next to 
 in their own venvs, not in the installed package (it would drag matplotlib and the peers' apps into
 every install). Each command here therefore finds that directory, puts it on ``sys.path`` and calls
 the benchmark module's ``run_benchmark``; a wheel install without the checkout gets a clear error.
-New benchmarks (``s1``, ``overhead``) follow the same pattern: load the module with
+New benchmarks (``s1``, ``overhead``, ``migration``) follow the same pattern: load the module with
 :func:`load_benchmark`, call it, print its table.
 """
 
@@ -144,3 +144,40 @@ def overhead(out: OutOption, quick: QuickOption = False, bootstrap: BootstrapOpt
         out, quick=quick, bootstrap=bootstrap, progress=lambda line: console.print(line, markup=False)
     )
     console.print(module.format_table(result), highlight=False, markup=False)
+
+
+StrategiesOption = Annotated[
+    str,
+    typer.Option(
+        help="Comma-separated migration strategies: all_at_once, cooperative, fluid (a strategy the "
+        "workers cannot run yet is skipped with a line saying so)."
+    ),
+]
+
+
+@bench_app.command("migration")
+@command_errors
+def migration(
+    out: OutOption,
+    quick: QuickOption = False,
+    bootstrap: BootstrapOption = None,
+    strategies: StrategiesOption = "all_at_once,cooperative,fluid",
+) -> None:
+    """S5: a large keyed state and a live latency-sensitive tenant through 1 -> 2 -> 1 workers.
+
+    Writes OUT/migration.json (per strategy: LS max and p99 latency and deadline-met ratio over the
+    migration periods, their duration, whether the window results equal a brute force) and
+    OUT/migration.png (LS latency over time, migrations shaded), once per migration strategy. Full
+    mode holds a million keys.
+    """
+    module = load_benchmark("bench_migration")
+    chosen = tuple(s.strip() for s in strategies.split(",") if s.strip())
+    if not chosen:
+        raise CadenzaError("no strategy given; choose from all_at_once, cooperative, fluid")
+    config = module.quick_config(strategies=chosen) if quick else module.MigrationConfig(strategies=chosen)
+    result = module.run_benchmark(
+        out, config=config, bootstrap=bootstrap, progress=lambda line: console.print(line, markup=False)
+    )
+    console.print(module.format_table(result), highlight=False, markup=False)
+    if not result["strategies"]:
+        raise CadenzaError(f"no strategy ran to the end; see the logs in {out / 'logs'}")
