@@ -185,7 +185,8 @@ def test_committed_offsets_never_pass_an_unfinished_record(
     committed: dict[int, int] = {}
     for _ in range(data.draw(st.integers(0, sum(remaining) + 3))):
         open_ = [i for i, left in enumerate(remaining) if left > 0]
-        if open_ and data.draw(st.booleans()):
+        finish: bool = data.draw(st.booleans())
+        if open_ and finish:
             index = data.draw(st.sampled_from(open_))
             remaining[index] -= 1
             admitted[index][2][1] -= 1

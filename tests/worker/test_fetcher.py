@@ -11,6 +11,11 @@ from hypothesis import strategies as st
 from cadenza.worker.fetcher import FlowControl
 
 
+def is_full(flow: FlowControl) -> bool:
+    """Read through a call, so that a type checker does not carry an earlier assertion over."""
+    return flow.full
+
+
 def assignment(count: int, topic: str = "t") -> list[TopicPartition]:
     return [TopicPartition(topic, p) for p in range(count)]
 
@@ -36,20 +41,20 @@ def test_a_full_buffer_pauses_everything_until_it_drained_to_half() -> None:
     flow = FlowControl(max_buffered=100)
     tps = assignment(2)
     decision = flow.decide(tps, 99, lambda _t, _p: 0)  # full (many sub-topologies on one topic, say)
-    assert flow.full and decision.paused_more and len(decision.pause) == 2
+    assert is_full(flow) and decision.paused_more and len(decision.pause) == 2
     assert not flow.decide(tps, 99, lambda _t, _p: 0).paused_more  # one pause counted, not one a step
     assert not flow.decide(tps, 51, lambda _t, _p: 0).resume  # above half: still full
     decision = flow.decide(tps, 50, lambda _t, _p: 0)
-    assert not flow.full and len(decision.resume) == 2
+    assert not is_full(flow) and len(decision.resume) == 2
 
 
 def test_producer_backpressure_pauses_everything_whatever_the_buffer() -> None:
     flow = FlowControl(max_buffered=1000)
     tps = assignment(3)
     decision = flow.decide(tps, 0, lambda _t, _p: 0, pressure=True)
-    assert flow.full and len(decision.pause) == 3
+    assert is_full(flow) and len(decision.pause) == 3
     decision = flow.decide(tps, 0, lambda _t, _p: 0, pressure=False)  # acknowledged: room again
-    assert not flow.full and len(decision.resume) == 3
+    assert not is_full(flow) and len(decision.resume) == 3
 
 
 def test_a_held_topic_stays_paused_however_empty() -> None:
@@ -115,7 +120,7 @@ def test_the_buffer_bound_holds_and_only_flooded_partitions_are_paused(
         before = set(flow.paused)
         flow.decide(tps, sum(queued) * fanout, lambda _t, p: queued[p] * fanout, pressure=pressure)
         if pressure:
-            assert flow.full and set(flow.paused) == {("t", p) for p in range(partitions)}
+            assert is_full(flow) and set(flow.paused) == {("t", p) for p in range(partitions)}
         elif not flow.full:
             for key in set(flow.paused) - before:
                 assert queued[key[1]] * fanout >= flow.share

@@ -37,6 +37,11 @@ def handler(calls: Calls) -> Rebalance:
     return Rebalance(calls.restore, calls.commit, calls.forget)
 
 
+def joined(rebalance: Rebalance) -> bool:
+    """Read through a call, so that a type checker does not carry an earlier assertion over."""
+    return rebalance.joined
+
+
 def tps(*keys: tuple[str, int]) -> list[TopicPartition]:
     return [TopicPartition(topic, partition) for topic, partition in keys]
 
@@ -48,7 +53,7 @@ def test_assigned_partitions_are_restored_before_they_count_as_assigned() -> Non
     rebalance.on_assign(None, tps(("a", 0), ("a", 1)))
     assert calls.log == [("restore", [("a", 0), ("a", 1)])]
     assert rebalance.assignment == {("a", 0), ("a", 1)}
-    assert rebalance.joined and rebalance.wait_assigned(0.0)
+    assert joined(rebalance) and rebalance.wait_assigned(0.0)
     rebalance.on_assign(None, tps(("b", 0)))  # incremental (cooperative-sticky): added to what is held
     assert rebalance.assignment == {("a", 0), ("a", 1), ("b", 0)}
 
