@@ -62,9 +62,9 @@ from cadenza.infra.metrics.topics import metrics_topic_specs
 from cadenza.pipelines import Pipeline, PipelineGraph
 from cadenza.scheduling.clock import Clock
 from cadenza.scheduling.costs import CostModel
-from cadenza.scheduling.policy import Measurement, SchedulingPolicy
+from cadenza.scheduling.policy import SchedulingPolicy
 from cadenza.scheduling.registry import get_policy, load_policy_class
-from cadenza.scheduling.scheduler import Quantum, Scheduler
+from cadenza.scheduling.scheduler import Scheduler
 from cadenza.settings import KafkaSettings
 from cadenza.state.factory import store_factory
 from cadenza.worker.checkpoint import Checkpoint
@@ -72,6 +72,7 @@ from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import PipelineStoppedError
 from cadenza.worker.deadlines import TaskSchedule
 from cadenza.worker.decode import make_registry_client
+from cadenza.worker.executor import Executor, SchedKey
 from cadenza.worker.fetcher import Fetcher, FlowControl
 from cadenza.worker.inflight import Pending
 from cadenza.worker.operators.routing import KeyByOp
@@ -88,7 +89,6 @@ from cadenza.worker.wire import is_progress
 
 __all__ = ["Worker", "default_group", "make_policy"]
 
-SchedKey = tuple[int, int]
 
 _log = logging.getLogger("cadenza.worker")
 
@@ -259,6 +259,8 @@ class Worker:
         self._checkpoint = Checkpoint(self.counters, commit_interval)
         #: Pause and resume decisions (the fetcher applies them to the consumer once started).
         self._flow = FlowControl(max_buffered)
+        #: Runs and measures quanta (the schedules, output and emitter are given to it at the start).
+        self._executor = Executor(self.scheduler, self.policy, self.stop_pipeline)
         #: Assign, revoke and lost: the one place the group's decisions are handled.
         self._rebalance = Rebalance(self._restore, self._commit_on_revoke, self._forget)
         #: Pipelines stopped by a failed step (``on_error="stop"``), with what stopped them.
@@ -389,6 +391,9 @@ class Worker:
         self._tasks = list(plan.tasks)
         self._keyed = list(plan.keyed)
         self._schedules = list(plan.schedules)
+        executor = self._executor
+        executor.schedules, executor.output, executor.emitter = self._schedules, self._output, self.emitter
+        executor.record = self._record
         self._routes = dict(plan.routes)
         #: Changed by a pipeline stop (its schedules leave the admission path), so a copy of the plan's.
         self._stages = dict(plan.stages)
@@ -532,7 +537,7 @@ class Worker:
                 self.feedback.close()
             if self.trace is not None:
                 self.trace.close()
-                self.trace = self._record = self._checkpoint.record = None
+                self.trace = self._record = self._checkpoint.record = self._executor.record = None
             self._started = False
 
     # -- the stages -------------------------------------------------------------------------------------
@@ -632,78 +637,8 @@ class Worker:
 
     def run_for(self, seconds: float) -> int:
         """Run quanta, best priority first, until the buffer is empty, ``seconds`` have passed or the
-        producer pushes back (:attr:`~cadenza.worker.output.Output.pressure`)."""
-        scheduler = self.scheduler
-        schedules = self._schedules
-        output = self._output
-        perf = time.perf_counter
-        until = perf() + seconds
-        ran = 0
-        while output is None or not output.pressure:
-            quantum = scheduler.next_batch()
-            if quantum is None:
-                break
-            try:
-                ran += self._run_quantum(quantum, schedules[quantum.key[0]])
-            except PipelineStoppedError as stopped:
-                quantum.close()
-                self.stop_pipeline(stopped)
-            if perf() >= until:
-                break
-        return ran
-
-    def _run_quantum(self, quantum: Quantum[SchedKey, Unit], schedule: TaskSchedule) -> int:
-        run = schedule.run
-        metrics = schedule.metrics
-        record_run = metrics.record_run
-        policy = self.policy
-        pipeline = schedule.pipeline
-        operator = schedule.operator_id
-        partition = quantum.key[1]
-        emitter = self.emitter
-        emit = None if emitter is None else emitter.emit
-        tenant = schedule.tenant
-        perf = time.perf_counter
-        wall = time.time() - perf()  # wall-clock time of perf 0: one clock read per quantum
-        quantum_start = perf()
-        ran = 0
-        busy = 0.0
-        waited = 0.0
-        last = None
-        for ctx, unit in quantum:
-            started = perf()
-            run(unit, unit.key, unit.value, unit.event_time, None)
-            finished = perf()
-            pending = unit.pending
-            if pending is not None:
-                pending[1] -= 1
-            run_time = finished - started
-            queue_wait = started - unit.enqueued
-            busy += run_time
-            waited += queue_wait
-            record_run(queue_wait, run_time)
-            if emit is not None:
-                emit(
-                    tenant,
-                    pipeline,
-                    operator,
-                    partition,
-                    ctx.trace_id,
-                    queue_wait,
-                    run_time,
-                    ctx.frontier_time,
-                    ctx.latency_target,
-                    wall + finished,
-                )
-            last = ctx
-            ran += 1
-        record = self._record
-        if record is not None:
-            record("processing", wall + quantum_start, wall + perf(), f"{pipeline}/{operator}")
-        if last is not None:  # one reply per quantum: what its records cost, in total
-            measured = Measurement(pipeline, operator, busy, waited / ran, wall + perf(), ran)
-            policy.process_ctx_from_reply(policy.prepare_reply(last, measured))
-        return ran
+        producer pushes back (see :mod:`cadenza.worker.executor`)."""
+        return self._executor.run_for(seconds)
 
     def stop_pipeline(self, stopped: PipelineStoppedError) -> None:
         """Stop running one pipeline, at the record that failed; the others keep running.

@@ -14,6 +14,8 @@ from pydantic import BaseModel
 from cadenza.infra.broker.embedded import free_port
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.pipelines import Hopping, Pipeline, PipelineGraph, Tumbling
+from cadenza.scheduling.costs import CostModel
+from cadenza.scheduling.policy import SchedulingPolicy
 from cadenza.scheduling.registry import get_policy
 from cadenza.settings import KafkaSettings
 from cadenza.state.factory import store_factory
@@ -51,7 +53,7 @@ def stateless(name: str) -> PipelineGraph:
     return p.compile()
 
 
-def plan_of(*graphs: PipelineGraph, policy: str = "cameo") -> tuple[WorkerPlan, object]:
+def plan_of(*graphs: PipelineGraph, policy: str = "cameo") -> tuple[WorkerPlan, SchedulingPolicy]:
     subtopologies = [(graph, split(graph)) for graph in graphs]
     chosen = get_policy(policy)
     # Nothing listens here: the producer is only constructed (operators hold it), never used.
@@ -136,7 +138,8 @@ def test_schedules_know_their_window_from_the_graph() -> None:
 
 def test_the_cost_model_gets_the_dag_of_sub_topologies() -> None:
     plan, policy = plan_of(windowed(), stateless("solo"))
-    model = policy.cost_model  # type: ignore[attr-defined]
+    model = getattr(policy, "cost_model", None)
+    assert isinstance(model, CostModel)
     first, second = (schedule.operator_id for schedule in plan.schedules[:2])
     assert model.downstream("windowed", first) == [second]
     assert model.downstream("windowed", second) == []
