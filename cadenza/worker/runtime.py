@@ -1,7 +1,9 @@
 """The worker: fetch -> decode -> schedule -> run -> produce -> commit, for every pipeline of the process.
 
 One consumer (one group) reads every source and repartition topic of every pipeline; one producer
-writes everything. Each :meth:`Worker.step`:
+writes everything. :meth:`Worker.start` creates the topics, assembles the plan in one pass
+(:mod:`cadenza.worker.plan`: tasks whose operators get their stamps and metrics when built, and
+their schedules) and joins the group. Each :meth:`Worker.step`:
 
 1. **fetch** (:mod:`cadenza.worker.fetcher`): ``consume()`` as many records as the scheduler's
    buffer has room for (at most ``batch_size`` or a partition's share). A partition holding its fair
@@ -12,11 +14,12 @@ writes everything. Each :meth:`Worker.step`:
    record and per sub-topology reading its topic, a :class:`~cadenza.worker.unit.Unit` (or a dead
    letter) with a scheduling context (:mod:`cadenza.worker.deadlines`), queued in its
    operator-partition (sub-topology, input partition);
-3. **run**: quanta picked by the policy's priority of each operator-partition's head record
-   (:class:`~cadenza.scheduling.Scheduler`), for up to ``run_slice`` seconds (and no new quantum
-   while the producer pushes back), then back to fetching so that newly arrived urgent records are
-   seen. Each run is timed; the measurement goes to the policy as a reply (so cost estimates learn
-   at once), to the Prometheus histograms and, sampled, to the spans topic;
+3. **run** (:mod:`cadenza.worker.executor`): quanta picked by the policy's priority of each
+   operator-partition's head record (:class:`~cadenza.scheduling.Scheduler`), for up to
+   ``run_slice`` seconds (and no new quantum while the producer pushes back), then back to fetching
+   so that newly arrived urgent records are seen. Each run is timed; the measurement goes to the
+   policy as a reply (so cost estimates learn at once), to the Prometheus histograms and, sampled,
+   to the spans topic;
 4. **produce**: operators produce asynchronously as they run;
 5. **commit** (:mod:`cadenza.worker.checkpoint`), every ``commit_interval`` seconds or when the
    buffer is empty: the committable offset of each partition is taken first (below it every
