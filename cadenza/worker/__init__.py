@@ -1,8 +1,12 @@
 """The worker runtime: runs compiled pipelines against Kafka (``cadenza worker``).
 
-``topology`` splits pipelines at repartition points and ``task`` builds each part's operators;
-``decode``, ``operators`` and ``output`` are the decode, run and produce stages, ``commits`` the
-commit stage; ``restoring`` brings window state back on assignment; ``runtime`` drives it all.
+``topology`` splits pipelines at repartition points; ``plan`` assembles them, in one pass, into an
+immutable plan of tasks (``task`` builds each part's operators, given their context stamps and
+metrics) and their schedules (``deadlines``). ``fetcher`` takes records from the consumer under flow
+control; ``decode``, ``executor`` (with ``operators``) and ``output`` are the decode, run and produce
+stages; ``checkpoint`` (with ``inflight`` and ``commits``) makes outputs, state and offsets durable in
+that order; ``rebalance`` handles assign, revoke and lost, and ``restoring`` brings window state back
+on assignment. ``runtime``'s :class:`Worker` is the facade that wires them and runs the loop.
 ``wire`` and ``dead_letter`` say what the worker writes where.
 """
 

@@ -157,6 +157,7 @@ class DeadLetters:
         *,
         pipeline: str = "",
         stop_on_error: bool = False,
+        metrics: Callable[[str], OperatorMetrics] | None = None,
     ) -> None:
         self.dead_letter_topic = dead_letter_topic
         self.late_topic = late_topic
@@ -165,9 +166,9 @@ class DeadLetters:
         self.stop_on_error = stop_on_error
         self._output = output
         self._counters = counters
-        #: ``step id -> its Prometheus series``, set by the worker: dead letters and late records are
-        #: committed like any record, so these counters are the only place an operator sees them.
-        self.metrics: Callable[[str], OperatorMetrics] | None = None
+        #: ``step id -> its Prometheus series``: dead letters and late records are committed like any
+        #: record, so these counters are the only place an operator sees them.
+        self.metrics = metrics
 
     def decode_failed(
         self,

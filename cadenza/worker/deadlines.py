@@ -38,55 +38,35 @@ partition, with one comparison per record.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
 from cadenza.infra.kafka.headers import get_header
 from cadenza.infra.metrics.emitter import SpanEmitter
-from cadenza.infra.metrics.prometheus import OperatorMetrics, PrometheusExporter
+from cadenza.infra.metrics.prometheus import OperatorMetrics
 from cadenza.operators import Window
 from cadenza.pipelines import PipelineGraph
 from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext, decode_context, encode_context
-from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policy import OperatorInfo, SchedulingPolicy, SourceRecordInfo
-from cadenza.worker.operators.base import Operator
-from cadenza.worker.operators.routing import KeyByOp, SinkOp
 from cadenza.worker.operators.window import WindowOp
 from cadenza.worker.task import Task
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import is_progress
 
 __all__ = [
+    "KeyByStamper",
+    "SinkStamper",
     "TaskSchedule",
     "WindowRelease",
+    "WindowTiming",
     "close_function",
-    "iter_operators",
-    "plan_schedules",
     "window_delay",
 ]
 
 CloseTime = Callable[[float], float]
-
-
-def iter_operators(root: Operator) -> Iterator[Operator]:
-    """Every operator reachable from ``root`` (each once), by following operator-valued slots."""
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        op = stack.pop()
-        if id(op) in seen:
-            continue
-        seen.add(id(op))
-        yield op
-        for cls in type(op).__mro__:
-            for name in getattr(cls, "__slots__", ()):
-                value = getattr(op, name, None)
-                if isinstance(value, Operator):
-                    stack.append(value)
-                elif isinstance(value, tuple | list):
-                    stack.extend(item for item in value if isinstance(item, Operator))
 
 
 def window_delay(window_op: WindowOp) -> float:
@@ -111,6 +91,21 @@ def close_function(assigner: Any, delay: float) -> CloseTime:
         return end + delay
 
     return close_single
+
+
+@dataclass(frozen=True, slots=True)
+class WindowTiming:
+    """When a sub-topology's window results can first be emitted: known from the graph, before any
+    operator is built (plan assembly hands it to the schedules and stamps that need it)."""
+
+    #: ``event time -> close`` of the window the time falls in (see :func:`close_function`).
+    close: CloseTime
+    #: Lateness plus out-of-orderness (see :func:`window_delay`).
+    delay: float
+
+    def release(self) -> WindowRelease:
+        """A fresh tracker (it keeps state per partition, so each user needs its own)."""
+        return WindowRelease(self.close, self.delay)
 
 
 class WindowRelease:
@@ -179,6 +174,8 @@ class TaskSchedule:
         graph: PipelineGraph,
         policy: SchedulingPolicy,
         metrics: OperatorMetrics,
+        *,
+        window: WindowTiming | None = None,
     ) -> None:
         self.index = index
         self.task = task
@@ -194,13 +191,12 @@ class TaskSchedule:
         )
         self.policy = policy
         self.metrics = metrics
-        windows = [op for op in iter_operators(task.root) if isinstance(op, WindowOp)]
-        #: The task's (first) window step, if it is windowed.
-        self.window: WindowOp | None = windows[0] if windows else None
+        #: When the task's (first) window's results are due, if it is windowed.
+        self.window = window
         #: For a windowed task read from a source topic: the close each record's deadline counts from
-        #: (records from a repartition topic had it stamped by their key_by, see :class:`_KeyByStamp`).
+        #: (records from a repartition topic had it stamped by their key_by, see :class:`KeyByStamper`).
         self.release: WindowRelease | None = (
-            WindowRelease.of(self.window) if self.window is not None and self.from_source else None
+            window.release() if window is not None and self.from_source else None
         )
         #: Scheduler keys per input partition, made once (a tuple per record would be made per record).
         self.keys: dict[int, tuple[int, int]] = {}
@@ -265,8 +261,9 @@ class TaskSchedule:
         return self.policy.build_ctx_at_source(info)
 
 
-class _KeyByStamp:
-    """Stamps the context a ``key_by`` output needs at the sub-topology that reads its topic.
+class KeyByStamper:
+    """Stamps the context a ``key_by`` output needs at the sub-topology that reads its topic
+    (``pipeline``, entered at ``operator_id``, windowed as ``window`` says).
 
     The window close is found here, upstream, where the record's partition is the one the downstream
     watermark is kept per (see :class:`WindowRelease`).
@@ -274,11 +271,12 @@ class _KeyByStamp:
 
     __slots__ = ("build", "release", "target")
 
-    def __init__(self, policy: SchedulingPolicy, target: TaskSchedule) -> None:
+    def __init__(
+        self, policy: SchedulingPolicy, pipeline: str, operator_id: str, window: WindowTiming | None
+    ) -> None:
         self.build = policy.build_ctx_at_operator
-        window = target.window
-        self.target = OperatorInfo(target.pipeline, target.operator_id, window is not None)
-        self.release = None if window is None else WindowRelease.of(window)
+        self.target = OperatorInfo(pipeline, operator_id, window is not None)
+        self.release = None if window is None else window.release()
 
     def __call__(self, ctx: SchedulingContext, partition: int, event_time: float, value: object) -> bytes:
         target = self.target
@@ -288,7 +286,7 @@ class _KeyByStamp:
         return encode_context(self.build(ctx, target, value))
 
 
-class _SinkStamp:
+class SinkStamper:
     """At a sink: the result's end-to-end latency and deadline, and the context it carries onwards.
 
     The outgoing context is made here directly rather than by ``policy.build_ctx_at_operator``: the
@@ -354,46 +352,3 @@ class _SinkStamp:
                 ctx.trace_id,
             )
         )
-
-
-def plan_schedules(
-    tasks: list[tuple[PipelineGraph, Task]],
-    policy: SchedulingPolicy,
-    exporter: PrometheusExporter,
-    emitter: SpanEmitter | None,
-) -> list[TaskSchedule]:
-    """A schedule per task, the policy's cost DAG registered, and the hooks set on key_by and sinks."""
-    schedules = [
-        TaskSchedule(
-            index,
-            task,
-            graph,
-            policy,
-            exporter.operator(graph.tenant, graph.name, task.subtopology.entry),
-        )
-        for index, (graph, task) in enumerate(tasks)
-    ]
-    by_input = {(s.pipeline, s.task.subtopology.input_topic): s for s in schedules}
-    edges: dict[str, dict[str, list[str]]] = {}
-    for schedule in schedules:
-        downstream = edges.setdefault(schedule.pipeline, {}).setdefault(schedule.operator_id, [])
-        for op in iter_operators(schedule.task.root):
-            if isinstance(op, KeyByOp):
-                op.metrics = exporter.operator(schedule.tenant, schedule.pipeline, op.node_id)
-                target = by_input.get((schedule.pipeline, op.topic))
-                if target is not None:
-                    op.stamp = _KeyByStamp(policy, target)
-                    downstream.append(target.operator_id)
-            elif isinstance(op, SinkOp):
-                window = schedule.window
-                op.stamp = _SinkStamp(
-                    latency_target=schedule.latency_target,
-                    delay=None if window is None else window_delay(window),
-                    metrics=exporter.operator(schedule.tenant, schedule.pipeline, op.node_id, sink=True),
-                    emitter=emitter,
-                )
-    cost_model = getattr(policy, "cost_model", None)
-    if isinstance(cost_model, CostModel):
-        for pipeline, dag in edges.items():
-            cost_model.add_pipeline(pipeline, dag)
-    return schedules

@@ -9,6 +9,13 @@ A record larger than the producer's ``message.max.bytes`` is refused by ``produc
 is queued. :meth:`Output.produce` turns that refusal into :class:`RecordTooLargeError`, so the step that
 made the record can dead-letter the consumed record instead of the error stopping the worker (which,
 the record being uncommitted, would stop every restart at the same record).
+
+Backpressure is a signal, not a wait: :attr:`Output.pressure` says the producer's local queue is
+above its high mark (half its capacity), and the worker obeys it before it fetches or starts a
+quantum (see :mod:`cadenza.worker.fetcher`), so the queue normally never fills. Only a single
+quantum producing more than the remaining half of the queue (a flat_map fanning out hugely) can
+still find it full; :meth:`Output.produce` then serves deliveries until the record fits (counted in
+:attr:`Output.full_waits`), since the record's step has already run and cannot be taken back.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ from cadenza.infra.kafka.errors import DeliveryError, from_kafka_exception
 from cadenza.settings import KafkaSettings
 
 __all__ = ["OutHeaders", "Output", "RecordTooLargeError", "too_large"]
+
+#: librdkafka's default ``queue.buffering.max.messages``.
+_DEFAULT_QUEUE_MESSAGES = 100_000
 
 #: Headers as the producer takes them.
 OutHeaders = list[tuple[str, str | bytes | None]]
@@ -50,7 +60,16 @@ def too_large(exc: KafkaException, topic: str, value: bytes | None, key: bytes |
 class Output:
     """Produces asynchronously; :meth:`flush` raises if anything since the last flush was lost."""
 
-    __slots__ = ("_errors", "_failed", "_first_error", "_producer", "_timeout", "trace_header")
+    __slots__ = (
+        "_errors",
+        "_failed",
+        "_first_error",
+        "_high",
+        "_producer",
+        "_timeout",
+        "full_waits",
+        "trace_header",
+    )
 
     def __init__(self, settings: KafkaSettings, **overrides: Any) -> None:
         #: With an activity trace on, ``(cadenza-trace, worker id)``: added to every record produced,
@@ -65,6 +84,17 @@ class Output:
         config.update(overrides)
         self._producer, self._errors = make_producer(settings, **config)
         self._timeout = settings.delivery_timeout_ms / 1000.0 + 5.0
+        capacity = int(config.get("queue.buffering.max.messages", _DEFAULT_QUEUE_MESSAGES))
+        #: Records queued locally above which :attr:`pressure` is on.
+        self._high = max(1, capacity // 2)
+        #: Times a produce found the local queue full all the same and waited for room.
+        self.full_waits = 0
+
+    @property
+    def pressure(self) -> bool:
+        """The producer's local queue is above its high mark: fetch and start nothing more until the
+        broker's acknowledgements bring it down (one cheap length read)."""
+        return len(self._producer) >= self._high
 
     @property
     def producer(self) -> Producer:
@@ -103,7 +133,9 @@ class Output:
     def _produce_when_room(
         self, topic: str, value: bytes | None, key: bytes | None, headers: OutHeaders | None, partition: int
     ) -> None:
-        # The local queue is full (a flat_map fanned out a lot, say): serve deliveries until it drains.
+        # The local queue is full although the worker obeys :attr:`pressure` (one quantum fanned out
+        # more than half the queue): the step has run, so serve deliveries until the record fits.
+        self.full_waits += 1
         while True:
             self._producer.poll(0.05)
             self._errors.raise_fatal()
@@ -114,6 +146,12 @@ class Output:
                 continue
             except KafkaException as exc:
                 raise too_large(exc, topic, value, key) from None
+
+    def serve(self) -> None:
+        """Serve delivery reports without waiting: failures are counted (and raised by the next
+        :meth:`flush`) only once served, and a fatal error is raised at once."""
+        self._producer.poll(0)
+        self._errors.raise_fatal()
 
     def flush(self) -> None:
         """Wait until every record produced so far is acknowledged; raise DeliveryError otherwise.

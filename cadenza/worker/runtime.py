@@ -1,41 +1,44 @@
 """The worker: fetch -> decode -> schedule -> run -> produce -> commit, for every pipeline of the process.
 
 One consumer (one group) reads every source and repartition topic of every pipeline; one producer
-writes everything. Each :meth:`Worker.step`:
+writes everything. :meth:`Worker.start` creates the topics, assembles the plan in one pass
+(:mod:`cadenza.worker.plan`: tasks whose operators get their stamps and metrics when built, and
+their schedules) and joins the group. Each :meth:`Worker.step`:
 
-1. **fetch**: ``consume()`` as many records as the scheduler's buffer has room for (at most
-   ``batch_size`` or a partition's share). A partition holding its fair share of the buffer (half
-   of ``max_buffered`` over the assigned partitions) is paused until it drained to half, so a
-   burst is held back at the broker (neither this buffer nor librdkafka's prefetch grows) while
-   other tenants' partitions keep flowing; if the buffer fills all the same, every partition is
-   paused until it drained to half;
-2. **decode and admit**: per record and per sub-topology reading its topic, a
-   :class:`~cadenza.worker.unit.Unit` (or a dead letter) with a scheduling context
-   (:mod:`cadenza.worker.deadlines`), queued in its operator-partition (sub-topology, input partition);
-3. **run**: quanta picked by the policy's priority of each operator-partition's head record
-   (:class:`~cadenza.scheduling.Scheduler`), for up to ``run_slice`` seconds, then back to fetching so
-   that newly arrived urgent records are seen. Each run is timed; the measurement goes to the policy
-   as a reply (so cost estimates learn at once), to the Prometheus histograms and, sampled, to the
-   spans topic;
+1. **fetch** (:mod:`cadenza.worker.fetcher`): ``consume()`` as many records as the scheduler's
+   buffer has room for (at most ``batch_size`` or a partition's share). A partition holding its fair
+   share of the buffer is paused until it drained to half, so a burst is held back at the broker
+   while other tenants' partitions keep flowing; if the buffer fills all the same, or the producer
+   pushes back (its local queue above its high mark), every partition is paused;
+2. **decode and admit** (:meth:`Worker.admit`, the one place a record enters the scheduler): per
+   record and per sub-topology reading its topic, a :class:`~cadenza.worker.unit.Unit` (or a dead
+   letter) with a scheduling context (:mod:`cadenza.worker.deadlines`), queued in its
+   operator-partition (sub-topology, input partition);
+3. **run** (:mod:`cadenza.worker.executor`): quanta picked by the policy's priority of each
+   operator-partition's head record (:class:`~cadenza.scheduling.Scheduler`), for up to
+   ``run_slice`` seconds (and no new quantum while the producer pushes back), then back to fetching
+   so that newly arrived urgent records are seen. Each run is timed; the measurement goes to the
+   policy as a reply (so cost estimates learn at once), to the Prometheus histograms and, sampled,
+   to the spans topic;
 4. **produce**: operators produce asynchronously as they run;
-5. **commit**, every ``commit_interval`` seconds or when the buffer is empty: the committable offset of
-   each partition is taken first (:mod:`cadenza.worker.inflight`: below it every record's units ran,
-   despite the reordering), then the producer is flushed (which raises if any output was not
-   acknowledged), window changelogs are written and flushed, and the offsets are committed.
+5. **commit** (:mod:`cadenza.worker.checkpoint`), every ``commit_interval`` seconds or when the
+   buffer is empty: the committable offset of each partition is taken first (below it every
+   record's units ran, despite the reordering), then the producer is flushed, window changelogs are
+   written and flushed, and the offsets are committed.
 
 So a committed offset always has every output and every state write of the records below it
 acknowledged: at-least-once, with dead-lettered records committed too (their dead letter was
 acknowledged).
 
-Rebalancing (cooperative-sticky, so assignments are incremental): a newly assigned partition's window
-state is restored from its changelog inside the assignment callback, before any of its records is
-fetched. On revocation, what finished is committed and the queued records of the revoked partitions
-are dropped from the scheduler: they are handed back, uncommitted, to the partition's next owner.
+Rebalancing (:mod:`cadenza.worker.rebalance`; cooperative-sticky, so assignments are incremental):
+a newly assigned partition's window state is restored from its changelog inside the assignment
+callback, before any of its records is fetched. On revocation, what finished is committed and the
+queued records of the revoked partitions are dropped from the scheduler: they are handed back,
+uncommitted, to the partition's next owner.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import inspect
 import logging
@@ -62,23 +65,26 @@ from cadenza.infra.metrics.topics import metrics_topic_specs
 from cadenza.pipelines import Pipeline, PipelineGraph
 from cadenza.scheduling.clock import Clock
 from cadenza.scheduling.costs import CostModel
-from cadenza.scheduling.policy import Measurement, SchedulingPolicy
+from cadenza.scheduling.policy import SchedulingPolicy
 from cadenza.scheduling.registry import get_policy, load_policy_class
-from cadenza.scheduling.scheduler import Quantum, Scheduler
+from cadenza.scheduling.scheduler import Scheduler
 from cadenza.settings import KafkaSettings
 from cadenza.state.factory import store_factory
-from cadenza.worker.commits import OffsetCommits
+from cadenza.worker.checkpoint import Checkpoint
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import PipelineStoppedError
-from cadenza.worker.deadlines import TaskSchedule, plan_schedules
+from cadenza.worker.deadlines import TaskSchedule
 from cadenza.worker.decode import make_registry_client
-from cadenza.worker.inflight import InFlight, Pending
+from cadenza.worker.executor import Executor, SchedKey
+from cadenza.worker.fetcher import Fetcher, FlowControl
+from cadenza.worker.inflight import Pending
 from cadenza.worker.operators.routing import KeyByOp
-from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.output import Output
+from cadenza.worker.plan import Decode, WorkerPlan, assemble
 from cadenza.worker.rates import track_true_rates
+from cadenza.worker.rebalance import Rebalance
 from cadenza.worker.restoring import StateRestorer
-from cadenza.worker.task import Task, build_tasks
+from cadenza.worker.task import Task
 from cadenza.worker.topics import plan_topics
 from cadenza.worker.topology import SubTopology, check_copartitioned, split
 from cadenza.worker.unit import Unit
@@ -86,8 +92,6 @@ from cadenza.worker.wire import is_progress
 
 __all__ = ["Worker", "default_group", "make_policy"]
 
-Decode = Callable[[Message, str, int, int], Unit | None]
-SchedKey = tuple[int, int]
 
 _log = logging.getLogger("cadenza.worker")
 
@@ -239,42 +243,34 @@ class Worker:
         self.counters = WorkerCounters()
         self.topics: list[TopicSpec] = []
         self._stop = threading.Event()
-        self._assigned_event = threading.Event()
-        #: Set by the first assignment callback (even an empty one), after its state is restored:
-        #: the worker has joined its group. Until then /readyz says not ready.
-        self._joined = False
-        self._assignment: set[tuple[str, int]] = set()
-        self._lock = threading.Lock()  # guards _assignment, read by other threads
         self._started = False
-        self._broken = False
-        #: An error raised inside a rebalance callback, re-raised by the loop (librdkafka may swallow it).
-        self._failure: BaseException | None = None
         self._output: Output | None = None
         self._consumer: Consumer | None = None
+        self._fetcher: Fetcher | None = None
         self._consumer_errors: ClientErrors | None = None
         self._restorer = StateRestorer(settings, self.group, self.counters, restore_timeout)
+        #: What the started worker runs (see :mod:`cadenza.worker.plan`); ``None`` until :meth:`start`.
+        self.plan: WorkerPlan | None = None
         self._tasks: list[Task] = []
         self._routes: dict[str, tuple[Task, ...]] = {}
         #: The hot loop's view of ``_routes``: per topic, each task's decode method and schedule.
         self._stages: dict[str, tuple[tuple[Decode, TaskSchedule], ...]] = {}
         self._schedules: list[TaskSchedule] = []
-        self._fanout = 1
-        self._windows: list[StatefulStep] = []
         #: key_by steps that send progress records to their repartition topic every progress_interval.
         self._keyed: list[KeyByOp] = []
-        self._commits = OffsetCommits(self.counters)
-        self._inflight = InFlight()
-        #: Partitions the fetcher paused, by (topic, partition); ``_full`` while every one is paused.
-        self._paused: dict[tuple[str, int], TopicPartition] = {}
-        self._full = False
-        #: Records one partition may hold before it is paused (updated with the assignment).
-        self._share = max_buffered
+        #: In-flight records, pending offsets, changelogged state: the one place commits happen.
+        self._checkpoint = Checkpoint(self.counters, commit_interval)
+        #: Pause and resume decisions (the fetcher applies them to the consumer once started).
+        self._flow = FlowControl(max_buffered)
+        #: Runs and measures quanta (the schedules, output and emitter are given to it at the start).
+        self._executor = Executor(self.scheduler, self.policy, self.stop_pipeline)
+        #: Assign, revoke and lost: the one place the group's decisions are handled.
+        self._rebalance = Rebalance(self._restore, self._commit_on_revoke, self._forget)
         #: Pipelines stopped by a failed step (``on_error="stop"``), with what stopped them.
         self.stopped: dict[str, PipelineStoppedError] = {}
         #: Per input topic, how many stopped sub-topologies read it: a record of such a topic is held
         #: (never committable), and its partitions stay paused.
         self._held: dict[str, int] = {}
-        self._last_commit = 0.0
         self._last_progress = 0.0
 
     # -- what it runs ---------------------------------------------------------------------------------
@@ -300,17 +296,16 @@ class Worker:
 
     @property
     def assignment(self) -> set[tuple[str, int]]:
-        with self._lock:
-            return set(self._assignment)
+        return self._rebalance.assignment
 
     def wait_assigned(self, timeout: float) -> bool:
         """Block until the group gave this worker partitions (and their state is restored)."""
-        return self._assigned_event.wait(timeout)
+        return self._rebalance.wait_assigned(timeout)
 
     @property
     def joined(self) -> bool:
         """Whether the worker has joined its group (and restored what it was given) at least once."""
-        return self._joined
+        return self._rebalance.joined
 
     @property
     def buffered(self) -> int:
@@ -381,48 +376,42 @@ class Worker:
             self.exporter.track_feedback(self.feedback)
         if self.activities_topic is not None:
             self.trace = KafkaActivityTrace(self.settings, self.activities_topic, self.worker_id)
-            self._record = self.trace.recorder.record
+            self._record = self._checkpoint.record = self.trace.recorder.record
             self._output.trace_header = self.trace.header
-        owned: list[tuple[PipelineGraph, Task]] = []
-        registry = make_registry_client(self.settings)
-        for graph, subs in self.subtopologies:
-            tasks = build_tasks(
-                graph,
-                self._output,
-                self.counters,
-                subs,
-                idle_timeout=self.watermark_idle_timeout,
-                store_factory=self._store_factory,
-                registry_client=registry,
-                partitions=counts,
-            )
-            owned.extend((graph, task) for task in tasks)
-        self._tasks = [task for _, task in owned]
-        self._keyed = [keyed for _, task in owned for keyed in task.keyed]
+        self._checkpoint.output = self._output
+        plan = self.plan = assemble(
+            self.subtopologies,
+            output=self._output,
+            counters=self.counters,
+            policy=self.policy,
+            exporter=self.exporter,
+            emitter=self.emitter,
+            partitions=counts,
+            idle_timeout=self.watermark_idle_timeout,
+            store_factory=self._store_factory,
+            registry_client=make_registry_client(self.settings),
+        )
+        self._tasks = list(plan.tasks)
+        self._keyed = list(plan.keyed)
+        self._schedules = list(plan.schedules)
+        executor = self._executor
+        executor.schedules, executor.output, executor.emitter = self._schedules, self._output, self.emitter
+        executor.record = self._record
+        self._routes = dict(plan.routes)
+        #: Changed by a pipeline stop (its schedules leave the admission path), so a copy of the plan's.
+        self._stages = dict(plan.stages)
+        self._checkpoint.windows.extend(plan.windows)
+        self._flow.fanout = plan.fanout
         stateful = {
-            (graph.tenant, graph.name, window.node_id): window
-            for graph, task in owned
-            for window in task.windows
+            (schedule.tenant, schedule.pipeline, window.node_id): window
+            for schedule in plan.schedules
+            for window in schedule.task.windows
         }
         self.exporter.register_callback(
             names.WATERMARK_IDLE_TIMEOUTS, lambda: {labels: w.idle_timeouts for labels, w in stateful.items()}
         )
-        for graph, task in owned:
-            task.decoder.dead.metrics = functools.partial(self.exporter.operator, graph.tenant, graph.name)
-        self._schedules = plan_schedules(owned, self.policy, self.exporter, self.emitter)
-        routes: dict[str, list[Task]] = {}
-        stages: dict[str, list[tuple[Decode, TaskSchedule]]] = {}
-        for schedule in self._schedules:
-            task = schedule.task
-            topic = task.subtopology.input_topic
-            routes.setdefault(topic, []).append(task)
-            stages.setdefault(topic, []).append((task.decoder.decode, schedule))
-            self._windows.extend(task.windows)
-        self._routes = {topic: tuple(tasks) for topic, tasks in routes.items()}
-        self._stages = {topic: tuple(pairs) for topic, pairs in stages.items()}
-        self._fanout = max((len(pairs) for pairs in self._stages.values()), default=1)
         self.exporter.register_callback(names.BUFFERED_RECORDS, lambda: len(self.scheduler))
-        self.exporter.register_callback(names.PAUSED_PARTITIONS, lambda: len(self._paused))
+        self.exporter.register_callback(names.PAUSED_PARTITIONS, lambda: len(self._flow.paused))
         self.rates = track_true_rates(self.exporter, self._schedules, window_s=self.rate_window_s)
         tenants = {graph.name: graph.tenant for graph in self.graphs}
         targets: dict[tuple[str, ...], float | int] = {
@@ -469,11 +458,22 @@ class Worker:
                 for name, count in dict(errors.counts).items()
             },
         )
+        self._fetcher = Fetcher(
+            self._consumer,
+            self._flow,
+            self.counters,
+            batch_size=self.batch_size,
+            poll_timeout=self.poll_timeout,
+        )
+        rebalance = self._rebalance
         self._consumer.subscribe(
-            list(self._routes), on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            list(self._routes),
+            on_assign=rebalance.on_assign,
+            on_revoke=rebalance.on_revoke,
+            on_lost=rebalance.on_lost,
         )
         self._started = True
-        self._last_commit = time.monotonic()
+        self._checkpoint.last = time.monotonic()
         _log.info(
             "worker started in group %s with policy %s, reading %s",
             self.group,
@@ -503,7 +503,7 @@ class Worker:
             # Whatever ends the worker (a signal's KeyboardInterrupt included) is said at ERROR level:
             # a worker must never vanish without a line saying why.
             _log.error("the worker stops, uncommitted: %s: %s", type(exc).__name__, exc)
-            self._broken = True
+            self._rebalance.broken = True
             self.exporter.health.live = False
             raise
         finally:
@@ -514,7 +514,7 @@ class Worker:
         """Leave the group now, committing nothing: for a stop that cannot wait for the step in flight
         (a user function that hangs). Called from another thread, so only right before the process
         exits: the records in flight stay uncommitted and the group's next owner runs them."""
-        self._broken = True
+        self._rebalance.broken = True
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             consumer.close()
@@ -524,7 +524,7 @@ class Worker:
         consumer, self._consumer = self._consumer, None
         try:
             if consumer is not None:
-                if not self._broken:
+                if not self._rebalance.broken:
                     self._broadcast_progress(time.monotonic())  # the last progress, for the next owner
                     self.commit()
                 consumer.close()  # the revoke callback drops what is still queued
@@ -532,7 +532,7 @@ class Worker:
             self._restorer.close()
             for task in self._tasks:
                 task.close()
-            if self._output is not None and not self._broken:
+            if self._output is not None and not self._rebalance.broken:
                 self._output.close()
             if self.emitter is not None:
                 self.emitter.close()
@@ -540,7 +540,7 @@ class Worker:
                 self.feedback.close()
             if self.trace is not None:
                 self.trace.close()
-                self.trace = self._record = None
+                self.trace = self._record = self._checkpoint.record = self._executor.record = None
             self._started = False
 
     # -- the stages -------------------------------------------------------------------------------------
@@ -550,27 +550,25 @@ class Worker:
 
         Returns how many records were fetched.
         """
-        consumer, errors = self._consumer, self._consumer_errors
-        if consumer is None or errors is None:
+        fetcher, errors, output = self._fetcher, self._consumer_errors, self._output
+        if self._consumer is None or fetcher is None or errors is None or output is None:
             raise CadenzaError("the worker is not started")
         errors.raise_fatal()
         scheduler = self.scheduler
         buffered = len(scheduler)
-        # At most one partition's share per poll: a poll takes records in librdkafka's fetch order, so
-        # a larger one would let a single bursting partition overshoot its share by a whole batch.
-        room = min((self.max_buffered - buffered) // self._fanout, self._share)
+        pressure = output.pressure
+        if pressure:
+            output.serve()  # failed deliveries are reported (and then raised) only when served
         trace = self.trace
         fetch_start = time.time() if trace is not None else 0.0
-        messages = consumer.consume(
-            min(self.batch_size, room) if room > 0 else 1, 0.0 if buffered else self.poll_timeout
-        )
+        messages = fetcher.fetch(buffered, pressure)
         consumed = time.time() if trace is not None else 0.0
-        if self._failure is not None:
-            raise self._failure
+        rebalance = self._rebalance
+        rebalance.raise_failure()
         # Ready once the group is joined and the assigned state restored (the assignment callback runs
         # inside consume), and not while no broker is reachable: the worker waits that out (the clients
         # reconnect by themselves), so liveness stays up, but nothing it does lands until then.
-        self.exporter.health.ready = self._joined and errors.brokers_up and not self._stop.is_set()
+        self.exporter.health.ready = rebalance.joined and errors.brokers_up and not self._stop.is_set()
         if messages:
             self.admit(messages)
         if trace is not None:
@@ -585,11 +583,7 @@ class Worker:
         now = time.monotonic()
         if self._keyed and now - self._last_progress >= self.progress_interval:
             self._broadcast_progress(now)
-        # Something to commit: records ran or were dead-lettered since the last commit, or a commit
-        # was deferred by a rebalance. Commit when the buffer ran dry or the interval is up.
-        if (ran or messages or self._commits) and (
-            not len(scheduler) or now - self._last_commit >= self.commit_interval
-        ):
+        if self._checkpoint.due(now, worked=bool(ran or messages), buffered=len(scheduler)):
             self.commit()
         self.counters.batches += 1
         if self.trace is not None:
@@ -599,7 +593,7 @@ class Worker:
     def admit(self, messages: list[Message]) -> None:
         """Decode each record for each sub-topology reading its topic and queue the units."""
         stages = self._stages
-        inflight = self._inflight
+        inflight = self._checkpoint.inflight
         enqueue = self.scheduler.enqueue
         now = time.time()
         enqueued = time.perf_counter()
@@ -645,77 +639,9 @@ class Worker:
         counters.peak_buffered = max(counters.peak_buffered, size)
 
     def run_for(self, seconds: float) -> int:
-        """Run quanta, best priority first, until the buffer is empty or ``seconds`` have passed."""
-        scheduler = self.scheduler
-        schedules = self._schedules
-        perf = time.perf_counter
-        until = perf() + seconds
-        ran = 0
-        while True:
-            quantum = scheduler.next_batch()
-            if quantum is None:
-                break
-            try:
-                ran += self._run_quantum(quantum, schedules[quantum.key[0]])
-            except PipelineStoppedError as stopped:
-                quantum.close()
-                self.stop_pipeline(stopped)
-            if perf() >= until:
-                break
-        return ran
-
-    def _run_quantum(self, quantum: Quantum[SchedKey, Unit], schedule: TaskSchedule) -> int:
-        run = schedule.run
-        metrics = schedule.metrics
-        record_run = metrics.record_run
-        policy = self.policy
-        pipeline = schedule.pipeline
-        operator = schedule.operator_id
-        partition = quantum.key[1]
-        emitter = self.emitter
-        emit = None if emitter is None else emitter.emit
-        tenant = schedule.tenant
-        perf = time.perf_counter
-        wall = time.time() - perf()  # wall-clock time of perf 0: one clock read per quantum
-        quantum_start = perf()
-        ran = 0
-        busy = 0.0
-        waited = 0.0
-        last = None
-        for ctx, unit in quantum:
-            started = perf()
-            run(unit, unit.key, unit.value, unit.event_time, None)
-            finished = perf()
-            pending = unit.pending
-            if pending is not None:
-                pending[1] -= 1
-            run_time = finished - started
-            queue_wait = started - unit.enqueued
-            busy += run_time
-            waited += queue_wait
-            record_run(queue_wait, run_time)
-            if emit is not None:
-                emit(
-                    tenant,
-                    pipeline,
-                    operator,
-                    partition,
-                    ctx.trace_id,
-                    queue_wait,
-                    run_time,
-                    ctx.frontier_time,
-                    ctx.latency_target,
-                    wall + finished,
-                )
-            last = ctx
-            ran += 1
-        record = self._record
-        if record is not None:
-            record("processing", wall + quantum_start, wall + perf(), f"{pipeline}/{operator}")
-        if last is not None:  # one reply per quantum: what its records cost, in total
-            measured = Measurement(pipeline, operator, busy, waited / ran, wall + perf(), ran)
-            policy.process_ctx_from_reply(policy.prepare_reply(last, measured))
-        return ran
+        """Run quanta, best priority first, until the buffer is empty, ``seconds`` have passed or the
+        producer pushes back (see :mod:`cadenza.worker.executor`)."""
+        return self._executor.run_for(seconds)
 
     def stop_pipeline(self, stopped: PipelineStoppedError) -> None:
         """Stop running one pipeline, at the record that failed; the others keep running.
@@ -741,8 +667,7 @@ class Worker:
             topic = schedule.task.subtopology.input_topic
             self._held[topic] = self._held.get(topic, 0) + 1
             self._stages[topic] = tuple(pair for pair in self._stages[topic] if pair[1] is not schedule)
-        windows = {id(window) for schedule in mine for window in schedule.task.windows}
-        self._windows = [window for window in self._windows if id(window) not in windows]
+        self._checkpoint.stop_changelogging(window for schedule in mine for window in schedule.task.windows)
         _log.error(
             "%s; its input from %s[%d] at offset %d on stays uncommitted (%d queued record(s) held) "
             "and its partitions are paused; the worker runs its other pipelines. Fix the step (or "
@@ -755,67 +680,23 @@ class Worker:
             exc_info=stopped.cause,
         )
 
+    def _queued(self, topic: str, partition: int) -> int:
+        """Units of one input partition queued in the scheduler, over the sub-topologies reading it."""
+        buffered = self.scheduler.buffered
+        return sum(buffered(s.key(partition)) for _, s in self._stages.get(topic, ()))
+
     def _partition_buffers(self) -> dict[tuple[str, ...], float | int]:
         """Buffered records per assigned partition, for the scrape thread (reads only lengths)."""
-        stages = self._stages
         return {
-            (topic, str(partition)): sum(
-                self.scheduler.buffered(s.key(partition)) for _, s in stages.get(topic, ())
-            )
-            for topic, partition in self.assignment
+            (topic, str(partition)): self._queued(topic, partition) for topic, partition in self.assignment
         }
 
     def _flow_control(self) -> None:
-        """Keep the buffer bounded without letting one tenant's flood shut out the others.
-
-        Each assigned partition may hold a fair share of half of ``max_buffered``; a partition at its
-        share is paused and resumed at half of it,
-        so a bursting topic is held back at the broker while a quiet one keeps flowing, and its
-        urgent records still reach the scheduler. If the buffer is full all the same (many
-        sub-topologies reading one topic), every partition is paused until it drained to half.
-        """
-        consumer = self._consumer
-        if consumer is None:
+        """Pause and resume partitions for the buffer as it is now (see :mod:`cadenza.worker.fetcher`)."""
+        fetcher, output = self._fetcher, self._output
+        if fetcher is None or output is None or self._consumer is None:
             return
-        scheduler = self.scheduler
-        size = len(scheduler)
-        paused = self._paused
-        assignment = consumer.assignment()
-        if size >= self.max_buffered - self._fanout:
-            if not self._full:
-                self._full = True
-                self.counters.pauses += 1
-            fresh = [tp for tp in assignment if (tp.topic, tp.partition) not in paused]
-            if fresh:
-                consumer.pause(fresh)
-                paused.update(((tp.topic, tp.partition), tp) for tp in fresh)
-            return
-        if self._full:
-            if size > self.max_buffered // 2:
-                return
-            self._full = False
-        # Half the buffer split evenly: partitions at their share are paused long before the whole
-        # buffer is full, so the pause-everything brake above (which also stops the quiet tenants'
-        # partitions) is not what a single burst runs into.
-        share = self._share = max(1, self.max_buffered // (2 * max(1, len(assignment))))
-        to_pause: list[TopicPartition] = []
-        to_resume: list[TopicPartition] = []
-        stages = self._stages
-        held = self._held
-        for tp in assignment:
-            key = (tp.topic, tp.partition)
-            queued = sum(scheduler.buffered(s.key(tp.partition)) for _, s in stages.get(tp.topic, ()))
-            if key in paused:
-                if queued <= share // 2 and tp.topic not in held:
-                    to_resume.append(paused.pop(key))
-            elif queued >= share or tp.topic in held:
-                to_pause.append(tp)
-                paused[key] = tp
-        if to_pause:
-            consumer.pause(to_pause)
-            self.counters.pauses += 1
-        if to_resume:
-            consumer.resume(to_resume)
+        fetcher.regulate(len(self.scheduler), self._queued, self._held, output.pressure)
 
     def _usable(self, message: Message) -> bool:
         try:
@@ -843,49 +724,14 @@ class Worker:
         Offsets are collected first: records that finish while the producer flushes are committed
         next time, since their outputs may have been produced after the flush began.
         """
-        output = self._output
-        if output is None:
+        if self._output is None:
             raise CadenzaError("the worker is not started")
-        started = time.monotonic()
-        wall_started = time.time()
-        self._commits.positions.update(self._inflight.advanced())
-        touched = [window for window in self._windows if window.touched]
-        if touched:
-            output.flush()
-            for window in touched:
-                topic = window.changelog_topic
-                for partition, writes in window.changelog_writes():
-                    for key, value in writes:
-                        output.produce(topic, value, key, None, partition)
-        output.flush()
-        if self._consumer is not None:
-            self._commits.commit(self._consumer)
-        self._last_commit = now = time.monotonic()
-        if self._record is not None:
-            self._record("fault_tolerance", wall_started, wall_started + (now - started), None)
-        self.counters.commit_ms += round((now - started) * 1000)
+        self._checkpoint.commit(self._consumer)
 
     # -- rebalancing ----------------------------------------------------------------------------------
 
     def _tasks_of(self, topic: str) -> tuple[Task, ...]:
         return self._routes.get(topic, ())
-
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        try:
-            self._restore(partitions)
-        except BaseException as exc:
-            # Records of these partitions must not run on missing state: fail the worker. The error is
-            # kept for the loop too, in case the client does not re-raise what a callback raised.
-            _log.exception("restoring state failed; stopping the worker")
-            self._failure = exc
-            self._broken = True
-            raise
-        with self._lock:
-            self._assignment.update((tp.topic, tp.partition) for tp in partitions)
-        self._joined = True  # the group is joined (even with nothing assigned) and the state restored
-        _log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing")
-        if partitions:
-            self._assigned_event.set()
 
     def _restore(self, partitions: list[TopicPartition]) -> None:
         self._restorer.restore(
@@ -897,24 +743,18 @@ class Worker:
             ]
         )
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # Commit what finished (unless the worker failed: then nothing may be committed); the queued
-        # records of these partitions are dropped by _forget and run again by the next owner.
-        if self._output is not None and not self._broken:
+    def _commit_on_revoke(self) -> None:
+        # What finished is committed before revoked partitions go (the rebalance handler skips this
+        # once the worker failed: then nothing may be committed).
+        if self._output is not None:
             self.commit()
-        self._forget(partitions, "revoked")
 
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # Lost partitions belong to someone else already: committing for them would fail or, worse,
-        # succeed over the new owner's progress. Drop their pending offsets, queued records and state.
-        self._forget(partitions, "lost")
+    def _forget(self, partitions: list[TopicPartition]) -> int:
+        """Drop what the worker holds of partitions that went; returns the queued records dropped.
 
-    def _forget(self, partitions: list[TopicPartition], why: str) -> None:
-        self._commits.forget(partitions)
-        self._inflight.forget((tp.topic, tp.partition) for tp in partitions)
-        gone = {(tp.topic, tp.partition) for tp in partitions}
-        for key in gone:
-            self._paused.pop(key, None)
+        Their queued records are run again by the next owner, from the last committed offset."""
+        self._checkpoint.forget(partitions)
+        self._flow.forget({(tp.topic, tp.partition) for tp in partitions})
         dropped = 0
         for schedule in self._schedules:
             topic = schedule.task.subtopology.input_topic
@@ -925,12 +765,4 @@ class Worker:
             for task in self._tasks_of(tp.topic):
                 for window in task.windows:
                     window.drop(tp.partition)
-        with self._lock:
-            self._assignment.difference_update((tp.topic, tp.partition) for tp in partitions)
-        if partitions:
-            _log.info(
-                "%s %s (%d queued record(s) handed back)",
-                why,
-                ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions),
-                dropped,
-            )
+        return dropped

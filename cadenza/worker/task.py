@@ -15,14 +15,17 @@ progress records (:meth:`~cadenza.worker.operators.routing.KeyByOp.broadcast_pro
 
 Hooks the worker passes in: ``store_factory`` makes each stateful step's store (memory by default,
 see :func:`cadenza.state.store_factory`); ``registry_client`` makes Avro sources read the Confluent
-Schema Registry wire format (see :func:`cadenza.worker.decode.make_registry_client`).
+Schema Registry wire format (see :func:`cadenza.worker.decode.make_registry_client`); ``hooks``
+(:class:`OperatorHooks`, from the worker's plan assembly in :mod:`cadenza.worker.plan`) gives each
+key_by, sink and dead-letter writer its context stamp and metrics when it is constructed, so no
+operator is changed after it is built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import Message
 
@@ -46,7 +49,29 @@ from cadenza.worker.output import Output
 from cadenza.worker.topology import SubTopology, UnsupportedStepError, split, upstream_source
 from cadenza.worker.unit import Unit
 
-__all__ = ["Task", "build_tasks"]
+if TYPE_CHECKING:
+    from cadenza.infra.metrics.prometheus import OperatorMetrics
+    from cadenza.worker.operators.routing import KeyByStamp, SinkStamp
+
+__all__ = ["OperatorHooks", "Task", "build_tasks"]
+
+
+class OperatorHooks(Protocol):
+    """What scheduling and metrics give the operators of a sub-topology, asked as each is built."""
+
+    def dead_letters(self, graph: PipelineGraph) -> Callable[[str], OperatorMetrics] | None:
+        """``step id -> its series``, for the dead letters and late records of ``graph``."""
+        ...
+
+    def key_by(
+        self, graph: PipelineGraph, sub: SubTopology, node_id: str, topic: str
+    ) -> tuple[KeyByStamp | None, OperatorMetrics | None]:
+        """The context stamp for ``topic``'s reader and the step's series."""
+        ...
+
+    def sink(self, graph: PipelineGraph, sub: SubTopology, node_id: str) -> SinkStamp | None:
+        """The stamp that records a result's deadline and makes the context it carries on."""
+        ...
 
 
 @dataclass
@@ -103,7 +128,9 @@ class _Builder:
         registry_client: SchemaRegistryLike | None,
         subtopologies: list[SubTopology],
         partitions: Mapping[str, int] | None,
+        hooks: OperatorHooks | None,
     ) -> None:
+        self.hooks = hooks
         self.graph = graph
         self.sub = sub
         self.subtopologies = subtopologies
@@ -209,6 +236,9 @@ class _Builder:
             topic = node.repartition_topic
             readers_need = any(s.input_topic == topic and s.needs_event_time for s in self.subtopologies)
             count = self.partitions.get(topic, 0) if self.partitions is not None and readers_need else 0
+            stamp, metrics = (
+                (None, None) if self.hooks is None else self.hooks.key_by(graph, self.sub, node_id, topic)
+            )
             keyed = KeyByOp(
                 node_id,
                 _fn(functions, graph, node_id),
@@ -217,6 +247,8 @@ class _Builder:
                 dead=dead,
                 counters=counters,
                 partitions=count,
+                stamp=stamp,
+                metrics=metrics,
             )
             if count:
                 self.keyed.append(keyed)
@@ -245,6 +277,7 @@ class _Builder:
             dead=self.dead,
             counters=self.counters,
             registry_client=self.registry_client,
+            stamp=None if self.hooks is None else self.hooks.sink(self.graph, self.sub, node_id),
         )
 
     def window(self, node_id: str) -> WindowOp:
@@ -331,13 +364,15 @@ def build_tasks(
     store_factory: StoreFactory | None = None,
     registry_client: SchemaRegistryLike | None = None,
     partitions: Mapping[str, int] | None = None,
+    hooks: OperatorHooks | None = None,
 ) -> list[Task]:
     """One task per sub-topology of ``graph`` (see :func:`cadenza.worker.topology.split`).
 
     ``store_factory``: where stateful steps keep state (in memory when not given).
     ``registry_client``: Avro sources then read the Schema Registry wire format (subject
     ``<topic>-value``). ``partitions``: topic -> partition count, from which windows and joins know
-    all their watermark inputs up front (without it they learn them from the records).
+    all their watermark inputs up front (without it they learn them from the records). ``hooks``:
+    contexts and metrics for the steps that write (none: they stamp and count nothing).
     """
     subtopologies = split(graph) if subtopologies is None else subtopologies
     for functions in graph.functions.values():  # the models repartition and changelog bytes may name
@@ -352,6 +387,7 @@ def build_tasks(
         counters,
         pipeline=graph.name,
         stop_on_error=graph.on_error == "stop",
+        metrics=None if hooks is None else hooks.dead_letters(graph),
     )
     stores = store_factory if store_factory is not None else _default_stores
     appearances: dict[str, int] = {}
@@ -374,6 +410,7 @@ def build_tasks(
             registry_client=registry_client,
             subtopologies=subtopologies,
             partitions=partitions,
+            hooks=hooks,
         ).task()
         for sub in subtopologies
     ]

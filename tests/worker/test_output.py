@@ -23,3 +23,27 @@ def test_records_a_cluster_never_acknowledges_fail_the_flush() -> None:
         output.flush()
     assert time.monotonic() - started < 10
     output.flush()  # reported once; nothing is pending any more
+
+
+def pressed(output: Output) -> bool:
+    """Read through a call, so that a type checker does not carry an earlier assertion over."""
+    return output.pressure
+
+
+def test_pressure_is_on_above_half_the_local_queue_and_off_once_it_drained() -> None:
+    # Nothing listens: records stay in the local queue until the delivery timeout fails them.
+    settings = KafkaSettings(bootstrap_servers=f"127.0.0.1:{free_port()}", delivery_timeout_ms=1000)
+    output = Output(settings, log_level=0, **{"queue.buffering.max.messages": 6})
+    for count in range(1, 4):
+        output.serve()  # the client's own events (connection errors here) count until served
+        assert not output.pressure
+        output.produce("anywhere", b"value", str(count).encode())
+    assert pressed(output)  # 3 of 6 queued: the worker stops fetching and starting quanta
+    deadline = time.monotonic() + 10
+    while pressed(output) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        output.serve()  # what the worker does while it waits: failures are served, not lost
+    assert not output.pressure
+    with pytest.raises(DeliveryError, match=r"3 record\(s\) were not delivered"):
+        output.flush()
+    assert output.full_waits == 0

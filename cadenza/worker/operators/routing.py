@@ -82,6 +82,8 @@ class KeyByOp(Operator):
         dead: DeadLetters,
         counters: WorkerCounters,
         partitions: int = 0,
+        stamp: KeyByStamp | None = None,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         super().__init__(node_id)
         self.fn = fn
@@ -96,10 +98,10 @@ class KeyByOp(Operator):
         #: Per input partition, the largest event time handed to this step, and the largest sent.
         self._progress: dict[int, float] = {}
         self._sent: dict[int, float] = {}
-        #: Set by the worker's scheduling (see :mod:`cadenza.worker.deadlines`).
-        self.stamp: KeyByStamp | None = None
-        #: This step's Prometheus series, set by the worker: repartition records count as produced.
-        self.metrics: OperatorMetrics | None = None
+        #: The context for the reader of ``topic`` (see :mod:`cadenza.worker.deadlines`); ``None``: none.
+        self.stamp = stamp
+        #: This step's Prometheus series: repartition records count as produced.
+        self.metrics = metrics
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         if self.partitions:
@@ -187,6 +189,7 @@ class SinkOp(Operator):
         dead: DeadLetters,
         counters: WorkerCounters,
         registry_client: SchemaRegistryLike | None = None,
+        stamp: SinkStamp | None = None,
     ) -> None:
         super().__init__(node_id)
         self.topic = topic
@@ -202,8 +205,9 @@ class SinkOp(Operator):
         self._avro: dict[type, tuple[ValueCodec[Any], OutHeaders | None]] = {}
         self.headers: OutHeaders | None = None if output.trace_header is None else [output.trace_header]
         self._produce = output.producer.produce
-        #: Set by the worker's scheduling (see :mod:`cadenza.worker.deadlines`).
-        self.stamp: SinkStamp | None = None
+        #: Records each result's deadline and makes the context it carries on (see
+        #: :mod:`cadenza.worker.deadlines`); ``None``: neither.
+        self.stamp = stamp
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         codec = self.codec

@@ -1,0 +1,137 @@
+"""The run stage: quanta taken by the scheduler's priority, each record run and measured.
+
+:meth:`Executor.run_for` runs quanta (best priority first, see
+:class:`~cadenza.scheduling.Scheduler`) until the buffer is empty or its time is up, and starts no
+quantum while the producer pushes back (:attr:`~cadenza.worker.output.Output.pressure`): the
+quantum's outputs would have nowhere to go. Each record is timed; the measurement goes to the
+operator's Prometheus histograms, sampled to the spans topic, and once per quantum to the policy as a
+reply (so cost estimates learn at once). A record's run also counts it down in its in-flight entry
+(:mod:`cadenza.worker.inflight`), which is what lets a checkpoint commit past it.
+
+A step of a pipeline declared ``on_error="stop"`` that fails raises
+:class:`~cadenza.worker.dead_letter.PipelineStoppedError`; the quantum is closed and the worker is
+told (``on_stop``), and the other pipelines keep running.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from cadenza.infra.metrics.emitter import SpanEmitter
+from cadenza.scheduling.policy import Measurement, SchedulingPolicy
+from cadenza.scheduling.scheduler import Quantum, Scheduler
+from cadenza.worker.dead_letter import PipelineStoppedError
+from cadenza.worker.deadlines import TaskSchedule
+from cadenza.worker.unit import Unit
+
+__all__ = ["Executor", "SchedKey"]
+
+#: The scheduler's operator-partition: (schedule index, input partition).
+SchedKey = tuple[int, int]
+#: ``(activity, wall start, wall end, detail)``: the activity trace's recorder.
+Record = Callable[[str, float, float, str | None], None]
+
+
+class Backpressure(Protocol):
+    @property
+    def pressure(self) -> bool: ...
+
+
+class Executor:
+    """Runs queued units; the worker sets :attr:`schedules`, :attr:`output`, :attr:`emitter` and
+    :attr:`record` when it starts (and clears :attr:`record` when it closes)."""
+
+    __slots__ = ("emitter", "on_stop", "output", "policy", "record", "scheduler", "schedules")
+
+    def __init__(
+        self,
+        scheduler: Scheduler[SchedKey, Unit],
+        policy: SchedulingPolicy,
+        on_stop: Callable[[PipelineStoppedError], None],
+    ) -> None:
+        self.scheduler = scheduler
+        self.policy = policy
+        self.on_stop = on_stop
+        #: Index ``i`` is the schedule of the scheduler keys ``(i, partition)``.
+        self.schedules: Sequence[TaskSchedule] = ()
+        self.output: Backpressure | None = None
+        self.emitter: SpanEmitter | None = None
+        self.record: Record | None = None
+
+    def run_for(self, seconds: float) -> int:
+        """Run quanta, best priority first, until the buffer is empty, ``seconds`` have passed or the
+        producer pushes back; returns the records run."""
+        scheduler = self.scheduler
+        schedules = self.schedules
+        output = self.output
+        perf = time.perf_counter
+        until = perf() + seconds
+        ran = 0
+        while output is None or not output.pressure:
+            quantum = scheduler.next_batch()
+            if quantum is None:
+                break
+            try:
+                ran += self.run_quantum(quantum, schedules[quantum.key[0]])
+            except PipelineStoppedError as stopped:
+                quantum.close()
+                self.on_stop(stopped)
+            if perf() >= until:
+                break
+        return ran
+
+    def run_quantum(self, quantum: Quantum[SchedKey, Unit], schedule: TaskSchedule) -> int:
+        """Run one quantum's records, measuring each; one reply to the policy for the quantum."""
+        run = schedule.run
+        metrics = schedule.metrics
+        record_run = metrics.record_run
+        policy = self.policy
+        pipeline = schedule.pipeline
+        operator = schedule.operator_id
+        partition = quantum.key[1]
+        emitter = self.emitter
+        emit = None if emitter is None else emitter.emit
+        tenant = schedule.tenant
+        perf = time.perf_counter
+        wall = time.time() - perf()  # wall-clock time of perf 0: one clock read per quantum
+        quantum_start = perf()
+        ran = 0
+        busy = 0.0
+        waited = 0.0
+        last = None
+        for ctx, unit in quantum:
+            started = perf()
+            run(unit, unit.key, unit.value, unit.event_time, None)
+            finished = perf()
+            pending = unit.pending
+            if pending is not None:
+                pending[1] -= 1
+            run_time = finished - started
+            queue_wait = started - unit.enqueued
+            busy += run_time
+            waited += queue_wait
+            record_run(queue_wait, run_time)
+            if emit is not None:
+                emit(
+                    tenant,
+                    pipeline,
+                    operator,
+                    partition,
+                    ctx.trace_id,
+                    queue_wait,
+                    run_time,
+                    ctx.frontier_time,
+                    ctx.latency_target,
+                    wall + finished,
+                )
+            last = ctx
+            ran += 1
+        record = self.record
+        if record is not None:
+            record("processing", wall + quantum_start, wall + perf(), f"{pipeline}/{operator}")
+        if last is not None:  # one reply per quantum: what its records cost, in total
+            measured = Measurement(pipeline, operator, busy, waited / ran, wall + perf(), ran)
+            policy.process_ctx_from_reply(policy.prepare_reply(last, measured))
+        return ran

@@ -1,0 +1,156 @@
+"""The fetcher: takes records from the consumer while keeping the worker's buffer bounded.
+
+Flow control (:class:`FlowControl`, pure: it decides, the :class:`Fetcher` applies): each assigned
+partition may hold a fair share of half of ``max_buffered``; a partition at its share is paused and
+resumed once it drained to half of it, so a bursting topic is held back at the broker (neither the
+scheduler's buffer nor librdkafka's prefetch grows) while a quiet one keeps flowing, and its urgent
+records still reach the scheduler. If the buffer is full all the same (many sub-topologies reading
+one topic), every partition is paused until it drained to half.
+
+Backpressure from the producer is a signal the fetcher obeys, in the manner of a stream step that
+rejects a message until it has room: while the producer's local queue is above its high mark
+(:attr:`~cadenza.worker.output.Output.pressure`), every partition is paused and nothing is fetched,
+and the run loop stops starting quanta, until acknowledgements bring the queue back below it. The
+records that would have overfilled the queue stay at the broker, where they cost nothing.
+
+A partition of a topic that a stopped pipeline reads (``held``) stays paused for good: its records
+could never be committed past the one that stopped the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, Message, TopicPartition
+
+from cadenza.worker.counters import WorkerCounters
+
+__all__ = ["Fetcher", "FlowControl", "FlowDecision"]
+
+PartitionKey = tuple[str, int]
+#: ``(topic, partition) -> records of that partition queued in the scheduler``.
+Queued = Callable[[str, int], int]
+
+
+@dataclass(slots=True)
+class FlowDecision:
+    """What to pause and resume now; ``paused_more`` counts as one pause in the worker's counters."""
+
+    pause: list[TopicPartition] = field(default_factory=list)
+    resume: list[TopicPartition] = field(default_factory=list)
+    paused_more: bool = False
+
+
+class FlowControl:
+    """Pause and resume decisions over the partitions' buffered records, and how much to fetch.
+
+    ``fanout`` is the most sub-topologies reading one topic: a record fetched becomes that many
+    units, so room for units is divided by it.
+    """
+
+    __slots__ = ("fanout", "full", "max_buffered", "paused", "share")
+
+    def __init__(self, max_buffered: int, fanout: int = 1) -> None:
+        self.max_buffered = max_buffered
+        self.fanout = max(1, fanout)
+        #: Partitions paused, by (topic, partition).
+        self.paused: dict[PartitionKey, TopicPartition] = {}
+        #: Every partition is paused: the buffer filled up or the producer pushed back.
+        self.full = False
+        #: Records one partition may hold before it is paused (updated with the assignment).
+        self.share = max_buffered
+
+    def room(self, buffered: int) -> int:
+        """Records to ask the consumer for: at most one partition's share, since a poll takes records
+        in librdkafka's fetch order, and a larger one would let one bursting partition overshoot its
+        share by a whole batch. At most 0 when the buffer has no room."""
+        return min((self.max_buffered - buffered) // self.fanout, self.share)
+
+    def decide(
+        self,
+        assignment: Sequence[TopicPartition],
+        buffered: int,
+        queued: Queued,
+        held: Collection[str] = (),
+        pressure: bool = False,
+    ) -> FlowDecision:
+        """Update :attr:`paused` for the current buffer and return what changed."""
+        decision = FlowDecision()
+        paused = self.paused
+        if pressure or buffered >= self.max_buffered - self.fanout:
+            if not self.full:
+                self.full = True
+                decision.paused_more = True
+            decision.pause = [tp for tp in assignment if (tp.topic, tp.partition) not in paused]
+            paused.update(((tp.topic, tp.partition), tp) for tp in decision.pause)
+            return decision
+        if self.full:
+            if buffered > self.max_buffered // 2:
+                return decision
+            self.full = False
+        # Half the buffer split evenly: partitions at their share are paused long before the whole
+        # buffer is full, so the pause-everything brake above (which also stops the quiet tenants'
+        # partitions) is not what a single burst runs into.
+        share = self.share = max(1, self.max_buffered // (2 * max(1, len(assignment))))
+        for tp in assignment:
+            key = (tp.topic, tp.partition)
+            waiting = queued(tp.topic, tp.partition)
+            if key in paused:
+                if waiting <= share // 2 and tp.topic not in held:
+                    decision.resume.append(paused.pop(key))
+            elif waiting >= share or tp.topic in held:
+                decision.pause.append(tp)
+                paused[key] = tp
+        decision.paused_more = bool(decision.pause)
+        return decision
+
+    def forget(self, keys: Collection[PartitionKey]) -> None:
+        """Partitions that went: a later assignment of them starts unpaused (the client's own state)."""
+        for key in keys:
+            self.paused.pop(key, None)
+
+
+class Fetcher:
+    """Fetches from the group's consumer and applies :class:`FlowControl` to it."""
+
+    __slots__ = ("_counters", "batch_size", "consumer", "flow", "poll_timeout")
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        flow: FlowControl,
+        counters: WorkerCounters,
+        *,
+        batch_size: int,
+        poll_timeout: float,
+    ) -> None:
+        self.consumer = consumer
+        self.flow = flow
+        self._counters = counters
+        self.batch_size = batch_size
+        self.poll_timeout = poll_timeout
+
+    def fetch(self, buffered: int, pressure: bool) -> list[Message]:
+        """As many records as there is room for; waits up to ``poll_timeout`` only on an empty buffer.
+
+        Under producer backpressure every partition is paused (see :meth:`regulate`), so this only
+        serves the consumer's callbacks, waiting a little for acknowledgements to make room.
+        """
+        room = self.flow.room(buffered)
+        timeout = min(self.poll_timeout, 0.01) if pressure else 0.0 if buffered else self.poll_timeout
+        messages: list[Message] = self.consumer.consume(
+            min(self.batch_size, room) if room > 0 else 1, timeout
+        )
+        return messages
+
+    def regulate(self, buffered: int, queued: Queued, held: Collection[str], pressure: bool) -> None:
+        """Pause and resume partitions for the buffer as it is now."""
+        consumer = self.consumer
+        decision = self.flow.decide(consumer.assignment(), buffered, queued, held, pressure)
+        if decision.pause:
+            consumer.pause(decision.pause)
+        if decision.paused_more:
+            self._counters.pauses += 1
+        if decision.resume:
+            consumer.resume(decision.resume)

@@ -1,0 +1,117 @@
+"""Rebalance handling: what the worker does when the group assigns, revokes or loses partitions.
+
+Assignment is incremental (cooperative-sticky). A newly assigned partition's state is restored
+inside the assignment callback, before any of its records is fetched; if that fails the worker must
+not run those records on missing state, so the failure is kept for the run loop to raise (the client
+may swallow what a callback raises) and the worker is marked broken (nothing more is committed).
+
+On revocation what finished is committed first and then the partitions' queued records are dropped:
+they are handed back, uncommitted, to the partition's next owner. A lost partition belongs to
+someone else already: committing for it would fail or, worse, succeed over the new owner's progress,
+so its pending offsets, queued records and state are just dropped.
+
+The callbacks run on the thread that polls the consumer (inside ``consume``); the assignment is also
+read from other threads (metrics, tests), hence the lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+from confluent_kafka import Consumer, TopicPartition
+
+__all__ = ["Rebalance"]
+
+_log = logging.getLogger("cadenza.worker")
+
+#: ``(partitions) -> None``: bring the state of newly assigned partitions back; raises on failure.
+Restore = Callable[[list[TopicPartition]], None]
+#: ``(partitions) -> queued records dropped``: forget partitions everywhere they are held.
+Forget = Callable[[list[TopicPartition]], int]
+
+
+class Rebalance:
+    """The consumer's rebalance callbacks, and the assignment and group state they maintain.
+
+    ``restore`` brings assigned partitions' state back; ``commit`` commits what finished (called on
+    revocation unless the worker is broken); ``forget`` drops what the worker holds of partitions
+    that went (pending offsets, queued records, state, pauses) and returns the records dropped.
+    """
+
+    __slots__ = (
+        "_assigned",
+        "_assignment",
+        "_commit",
+        "_forget",
+        "_lock",
+        "_restore",
+        "broken",
+        "failure",
+        "joined",
+    )
+
+    def __init__(self, restore: Restore, commit: Callable[[], None], forget: Forget) -> None:
+        self._restore = restore
+        self._commit = commit
+        self._forget = forget
+        self._assignment: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
+        self._assigned = threading.Event()
+        #: Set by the first assignment callback (even an empty one), after its state is restored:
+        #: the worker has joined its group. Until then /readyz says not ready.
+        self.joined = False
+        #: Nothing may be committed any more (a restore failed or the worker is stopping on an error).
+        self.broken = False
+        #: An error raised inside a callback, re-raised by the run loop.
+        self.failure: BaseException | None = None
+
+    @property
+    def assignment(self) -> set[tuple[str, int]]:
+        with self._lock:
+            return set(self._assignment)
+
+    def wait_assigned(self, timeout: float) -> bool:
+        """Block until the group gave this worker partitions (and their state is restored)."""
+        return self._assigned.wait(timeout)
+
+    def raise_failure(self) -> None:
+        """Raise what a callback failed with, if anything (the client may not have)."""
+        if self.failure is not None:
+            raise self.failure
+
+    def on_assign(self, consumer: Consumer | None, partitions: list[TopicPartition]) -> None:
+        try:
+            self._restore(partitions)
+        except BaseException as exc:
+            # Records of these partitions must not run on missing state: fail the worker.
+            _log.exception("restoring state failed; stopping the worker")
+            self.failure = exc
+            self.broken = True
+            raise
+        with self._lock:
+            self._assignment.update((tp.topic, tp.partition) for tp in partitions)
+        self.joined = True  # the group is joined (even with nothing assigned) and the state restored
+        _log.info("assigned %s", _names(partitions) or "nothing")
+        if partitions:
+            self._assigned.set()
+
+    def on_revoke(self, consumer: Consumer | None, partitions: list[TopicPartition]) -> None:
+        if not self.broken:
+            self._commit()
+        self._drop(partitions, "revoked")
+
+    def on_lost(self, consumer: Consumer | None, partitions: list[TopicPartition]) -> None:
+        self._drop(partitions, "lost")
+
+    def _drop(self, partitions: list[TopicPartition], why: str) -> None:
+        dropped = self._forget(partitions)
+        with self._lock:
+            self._assignment.difference_update((tp.topic, tp.partition) for tp in partitions)
+        if partitions:
+            _log.info("%s %s (%d queued record(s) handed back)", why, _names(partitions), dropped)
+
+
+def _names(partitions: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions)
