@@ -209,3 +209,71 @@ def test_clear_errors_for_unknown_topics_and_pipelines() -> None:
             driver.late("nope")
         with pytest.raises(CadenzaError, match="not read or written"):
             driver.outputs("nope")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    events=st.lists(
+        st.tuples(st.sampled_from("ab"), st.integers(0, 40).map(lambda n: 10.0 + n / 10)),
+        min_size=1,
+        max_size=30,
+    ),
+    ooo=st.sampled_from([0.0, 0.3, 1.0]),
+    lateness=st.sampled_from([0.0, 0.5]),
+)
+def test_out_of_order_counts_and_late_records_match_a_brute_force(
+    events: list[tuple[str, float]], ooo: float, lateness: float
+) -> None:
+    pipeline = windowed(key_by=False, ooo=f"{ooo}s", lateness=f"{lateness}s")
+    with PipelineDriver([pipeline]) as driver:
+        for user, t in events:
+            driver.pipe("events", {"u": user, "t": t}, key=user)
+        expected, late = brute_force_single_partition(events, ooo, lateness)
+        assert results(driver) == expected
+        assert [(r.value["u"], r.value["t"]) for r in driver.late("counts")] == late
+
+
+def _side(value: dict[str, Any]) -> str:
+    return str(value["k"])
+
+
+def test_a_join_pairs_keys_within_the_interval_and_its_state_can_be_read() -> None:
+    pipeline = Pipeline("pairs", tenant="t", latency_target="1s")
+    left = pipeline.source("left", timestamp=_event_time).key_by(_side)
+    right = pipeline.source("right", timestamp=_event_time).key_by(_side)
+    left.join(right, within="1s").sink("pairs-out")
+    sent = {
+        "left": [("x", 10.0), ("y", 10.5), ("x", 20.0)],
+        "right": [("x", 10.8), ("y", 12.0), ("x", 19.5)],
+    }
+    with PipelineDriver([pipeline], idle_timeout=None) as driver:
+        for (lk, lt), (rk, rt) in zip(sent["left"], sent["right"], strict=True):
+            driver.pipe("left", {"k": lk, "t": lt})
+            driver.pipe("right", {"k": rk, "t": rt})
+        got = sorted(
+            (tuple(r.value[0].values()), tuple(r.value[1].values())) for r in driver.outputs("pairs-out")
+        )
+        join = next(n.id for n in driver.graphs["pairs"].nodes if n.kind == "join")
+        assert driver.state("pairs", join)  # records within the interval are still held
+    expected = sorted(
+        ((lk, lt), (rk, rt))
+        for lk, lt in sent["left"]
+        for rk, rt in sent["right"]
+        if lk == rk and abs(lt - rt) <= 1.0
+    )
+    assert got == expected
+
+
+def test_a_pipeline_stopped_by_a_failing_step_runs_no_more() -> None:
+    def strict(value: dict[str, Any]) -> dict[str, Any]:
+        if value["n"] < 0:
+            raise ValueError("negative")
+        return value
+
+    pipeline = Pipeline("strict", tenant="t", latency_target="1s", on_error="stop")
+    pipeline.source("in").map(strict).sink("out")
+    with PipelineDriver([pipeline]) as driver:
+        for n in (1, -1, 2):
+            driver.pipe("in", {"n": n})
+        assert [r.value for r in driver.outputs("out")] == [{"n": 1}]
+        assert driver.stopped["strict"].offset == 1
