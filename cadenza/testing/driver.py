@@ -145,10 +145,12 @@ class PipelineDriver:
             self.policy, clock=self.clock, max_records=quantum_records, max_seconds=None
         )
         output = Output.over(self._producer, ClientErrors("producer"))
+        #: What the worker would count (consumed, produced, late, dead letters by kind...).
+        self.counters = WorkerCounters()
         self.plan = assemble(
             subtopologies,
             output=output,
-            counters=WorkerCounters(),
+            counters=self.counters,
             policy=self.policy,
             exporter=PrometheusExporter(),
             emitter=None,
@@ -164,9 +166,8 @@ class PipelineDriver:
         self._executor = Executor(self.scheduler, self.policy, self._stop_pipeline)
         self._executor.schedules = self.plan.schedules
         self._executor.output = output
-        self._sources = {
-            topic for graph in graphs for topic in graph.source_topics
-        }  # what a test may pipe into
+        #: What a test may pipe into.
+        self._sources = {topic for graph in graphs for topic in graph.source_topics}
 
     # -- input ------------------------------------------------------------------------------------------
 

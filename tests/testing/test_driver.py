@@ -121,6 +121,7 @@ def test_tumbling_count_with_out_of_order_records_and_a_late_one() -> None:
         # The source is not re-keyed: the window counts per Kafka key.
         assert results(driver) == expected
         assert [(r.value["u"], r.value["t"]) for r in driver.late("counts")] == late
+        assert driver.counters.late == 1
     assert late == [("a", 10.2)]  # 10.9 was within out-of-orderness; 10.2 came after 11 + 0.2 <= 12.4 - 0.5
     assert expected[("a", 10.0, 11.0)] == 2
 
