@@ -15,6 +15,11 @@ record goes to the partition the worker's producer would choose (``crc32(key) % 
 windows close as they do in a worker. Time moves only when told: record timestamps default to the
 clock, and :meth:`PipelineDriver.advance` moves the wall clock that watermark idle timeouts measure.
 
+Outputs are deterministic per partition (offset order, as in a worker). Which operator-partition
+runs first within one round follows the policy's priority, and its cost estimates learn from
+measured run times, so results of different partitions may interleave differently from run to run:
+compare them per partition or as a multiset, not as one list.
+
 What it does not do: commits, changelog writes and restores (there is no broker to make durable),
 rebalancing, metrics export and spans.
 """
