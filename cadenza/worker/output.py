@@ -21,22 +21,35 @@ still find it full; :meth:`Output.produce` then serves deliveries until the reco
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from cadenza.errors import CadenzaError
 from cadenza.infra.kafka.clients import ClientErrors, make_producer
 from cadenza.infra.kafka.errors import DeliveryError, from_kafka_exception
 from cadenza.settings import KafkaSettings
 
-__all__ = ["OutHeaders", "Output", "RecordTooLargeError", "too_large"]
+__all__ = ["OutHeaders", "Output", "ProducerLike", "RecordTooLargeError", "too_large"]
 
 #: librdkafka's default ``queue.buffering.max.messages``.
 _DEFAULT_QUEUE_MESSAGES = 100_000
 
 #: Headers as the producer takes them.
 OutHeaders = list[tuple[str, str | bytes | None]]
+
+
+class ProducerLike(Protocol):
+    """What the worker uses of a confluent-kafka ``Producer``; an in-memory producer
+    (:mod:`cadenza.worker.memory`) stands in for it where there is no broker."""
+
+    def produce(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def poll(self, *args: Any, **kwargs: Any) -> int: ...
+
+    def flush(self, *args: Any, **kwargs: Any) -> int: ...
+
+    def __len__(self) -> int: ...
 
 
 class RecordTooLargeError(CadenzaError):
@@ -72,19 +85,34 @@ class Output:
     )
 
     def __init__(self, settings: KafkaSettings, **overrides: Any) -> None:
-        #: With an activity trace on, ``(cadenza-trace, worker id)``: added to every record produced,
-        #: so that the worker fetching it can record the message edge (see cadenza.analysis.kafka_trace).
-        self.trace_header: tuple[str, bytes] | None = None
-        self._failed = 0
-        self._first_error: str | None = None
         config: dict[str, Any] = {
             "delivery.report.only.error": True,
             "on_delivery": self._on_delivery,
         }
         config.update(overrides)
-        self._producer, self._errors = make_producer(settings, **config)
-        self._timeout = settings.delivery_timeout_ms / 1000.0 + 5.0
+        producer, errors = make_producer(settings, **config)
         capacity = int(config.get("queue.buffering.max.messages", _DEFAULT_QUEUE_MESSAGES))
+        self._setup(producer, errors, settings.delivery_timeout_ms / 1000.0 + 5.0, capacity)
+
+    @classmethod
+    def over(
+        cls, producer: ProducerLike, errors: ClientErrors, capacity: int = _DEFAULT_QUEUE_MESSAGES
+    ) -> Output:
+        """An output writing through ``producer`` instead of a Kafka client made from settings (the
+        broker-free test driver's in-memory producer); everything else behaves the same."""
+        output = cls.__new__(cls)
+        output._setup(producer, errors, 5.0, capacity)
+        return output
+
+    def _setup(self, producer: ProducerLike, errors: ClientErrors, timeout: float, capacity: int) -> None:
+        #: With an activity trace on, ``(cadenza-trace, worker id)``: added to every record produced,
+        #: so that the worker fetching it can record the message edge (see cadenza.analysis.kafka_trace).
+        self.trace_header: tuple[str, bytes] | None = None
+        self._failed = 0
+        self._first_error: str | None = None
+        self._producer: ProducerLike = producer
+        self._errors = errors
+        self._timeout = timeout
         #: Records queued locally above which :attr:`pressure` is on.
         self._high = max(1, capacity // 2)
         #: Times a produce found the local queue full all the same and waited for room.
@@ -97,7 +125,7 @@ class Output:
         return len(self._producer) >= self._high
 
     @property
-    def producer(self) -> Producer:
+    def producer(self) -> ProducerLike:
         return self._producer
 
     @property

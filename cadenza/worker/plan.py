@@ -17,6 +17,7 @@ pipeline's DAG of sub-topologies here too.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -156,6 +157,7 @@ def assemble(
     idle_timeout: float | None,
     store_factory: StoreFactory,
     registry_client: SchemaRegistryLike | None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> WorkerPlan:
     """Build every pipeline's tasks with their hooks, their schedules, and the routing tables."""
     hooks = _Hooks(subtopologies, policy, exporter, emitter)
@@ -171,6 +173,7 @@ def assemble(
             registry_client=registry_client,
             partitions=partitions,
             hooks=hooks,
+            clock=clock,
         )
         owned.extend((graph, task) for task in tasks)
     schedules = tuple(

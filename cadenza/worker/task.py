@@ -23,6 +23,7 @@ operator is changed after it is built.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -129,8 +130,10 @@ class _Builder:
         subtopologies: list[SubTopology],
         partitions: Mapping[str, int] | None,
         hooks: OperatorHooks | None,
+        clock: Callable[[], float],
     ) -> None:
         self.hooks = hooks
+        self.clock = clock
         self.graph = graph
         self.sub = sub
         self.subtopologies = subtopologies
@@ -303,6 +306,7 @@ class _Builder:
             counters=self.counters,
             store=store,
             idle_timeout=self.idle_timeout,
+            clock=self.clock,
             inputs=self.sources_of(self.sub),
         )
         self.windows.append(window)
@@ -332,6 +336,7 @@ class _Builder:
             counters=self.counters,
             store=self.new_store(node_id),
             idle_timeout=self.idle_timeout,
+            clock=self.clock,
             sources=self.join_sources(node_id),
         )
 
@@ -365,6 +370,7 @@ def build_tasks(
     registry_client: SchemaRegistryLike | None = None,
     partitions: Mapping[str, int] | None = None,
     hooks: OperatorHooks | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> list[Task]:
     """One task per sub-topology of ``graph`` (see :func:`cadenza.worker.topology.split`).
 
@@ -372,7 +378,8 @@ def build_tasks(
     ``registry_client``: Avro sources then read the Schema Registry wire format (subject
     ``<topic>-value``). ``partitions``: topic -> partition count, from which windows and joins know
     all their watermark inputs up front (without it they learn them from the records). ``hooks``:
-    contexts and metrics for the steps that write (none: they stamp and count nothing).
+    contexts and metrics for the steps that write (none: they stamp and count nothing). ``clock``:
+    what watermark idle timeouts are measured on (a test driver passes its virtual clock).
     """
     subtopologies = split(graph) if subtopologies is None else subtopologies
     for functions in graph.functions.values():  # the models repartition and changelog bytes may name
@@ -411,6 +418,7 @@ def build_tasks(
             subtopologies=subtopologies,
             partitions=partitions,
             hooks=hooks,
+            clock=clock,
         ).task()
         for sub in subtopologies
     ]

@@ -25,6 +25,8 @@ applied, so after a restore each side skips exactly the input the state already 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from cadenza.operators import LEFT, RIGHT, WatermarkTracker, Window, WindowedJoin
@@ -92,6 +94,7 @@ class JoinOp(Operator):
 
     __slots__ = (
         "changelog_topic",
+        "clock",
         "counters",
         "dead",
         "idle_logged",
@@ -123,6 +126,7 @@ class JoinOp(Operator):
         counters: WorkerCounters,
         store: StateStore | None = None,
         idle_timeout: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
         sources: dict[int, tuple[int, ...]] | None = None,
     ) -> None:
         super().__init__(node_id)
@@ -132,6 +136,8 @@ class JoinOp(Operator):
         self.on = on
         self.max_out_of_orderness = max_out_of_orderness
         self.idle_timeout = idle_timeout
+        #: What idle timeouts are measured on (seconds; a test driver passes its virtual clock).
+        self.clock = clock
         #: Per side, its upstream partitions from the plan ((0,) for a source topic); a side missing
         #: here is stood for by a placeholder input until it delivers.
         self.sources = dict(sources or {})
@@ -167,6 +173,7 @@ class JoinOp(Operator):
             initial,
             max_out_of_orderness=self.max_out_of_orderness,
             idle_timeout=self.idle_timeout,
+            clock=self.clock,
             on_idle=lambda input_id: self._idle(partition, input_id),
         )
         part = self.partitions[partition] = _JoinPartition(join, view, tracker)

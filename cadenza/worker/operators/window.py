@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from cadenza.operators import (
@@ -124,6 +125,7 @@ class WindowOp(Operator):
         "aggregator",
         "assigner",
         "changelog_topic",
+        "clock",
         "closed_end",
         "counters",
         "dead",
@@ -153,10 +155,13 @@ class WindowOp(Operator):
         counters: WorkerCounters,
         store: StateStore | None = None,
         idle_timeout: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
         inputs: tuple[int, ...] | None = (0,),
     ) -> None:
         super().__init__(node_id)
         self.idle_timeout = idle_timeout
+        #: What idle timeouts are measured on (seconds; a test driver passes its virtual clock).
+        self.clock = clock
         #: The watermark inputs of every partition, from the plan: (0,) for a source topic, the
         #: upstream partitions for a repartition topic; ``None``: unknown, learnt from the records.
         self.inputs = inputs
@@ -194,6 +199,7 @@ class WindowOp(Operator):
             self.inputs or (),
             max_out_of_orderness=self.max_out_of_orderness,
             idle_timeout=self.idle_timeout,
+            clock=self.clock,
             on_idle=lambda source: self._idle(partition, source),
         )
         part = self.partitions[partition] = _Partition(aggregation, view, tracker)
