@@ -18,15 +18,17 @@ from types import FrameType
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from cadenza.analysis.kafka_trace import ACTIVITIES_TOPIC
-from cadenza.cli.console import LogFormat, command_errors, setup_logging
+from cadenza.cli.console import LogFormat, command_errors, err_console, setup_logging
 from cadenza.errors import ConfigError
 from cadenza.infra.metrics.discovery import DEFAULT_DISCOVERY_TOPIC, WorkerAnnouncer, advertised_url
 from cadenza.infra.metrics.server import MetricsServer
 from cadenza.pipelines import Pipeline, load_pipelines
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
+from cadenza.worker.plans import PlanMismatchError
 from cadenza.worker.supervisor import WorkerSupervisor
 
 _log = logging.getLogger("cadenza.cli")
@@ -170,6 +172,16 @@ def worker_command(
             "hangs) the worker leaves its group without committing that record and exits 3.",
         ),
     ] = 15.0,
+    replace_plan: Annotated[
+        bool,
+        typer.Option(
+            "--replace-plan",
+            envvar="CADENZA_REPLACE_PLAN",
+            help="Record this worker's pipelines as the group's plan even while the group has live "
+            "members (an upgrade whose old workers' sessions have not expired yet). Without it a worker "
+            "whose pipelines differ from its group's is refused (exit 2) until the old workers are gone.",
+        ),
+    ] = False,
     log_level: Annotated[
         str | None, typer.Option(help="Logging level (default: the global --log-level / CADENZA_LOG_LEVEL).")
     ] = None,
@@ -213,6 +225,7 @@ def worker_command(
             activities_topic=None if activities_topic in ("", "off") else activities_topic,
             state_store=state_store.value,
             state_dir=state_dir,
+            replace_plan=replace_plan,
         )
 
     server: MetricsServer | None = None
@@ -291,6 +304,11 @@ def worker_command(
         _say(worker.describe())
         _say("running; Ctrl-C or SIGTERM stops")
         worker = supervisor.run(worker)
+    except PlanMismatchError as exc:
+        # Not a crash but a deployment mistake (also at an in-place restart after the group's plan was
+        # replaced), told apart from other failures by its exit code.
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -76,6 +76,7 @@ from cadenza.worker.inflight import InFlight, Pending
 from cadenza.worker.operators.routing import KeyByOp
 from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.output import Output
+from cadenza.worker.plans import GroupPlan, check_group_plan, groups_topic_spec
 from cadenza.worker.rates import track_true_rates
 from cadenza.worker.restoring import StateRestorer
 from cadenza.worker.task import Task, build_tasks
@@ -147,6 +148,8 @@ class Worker:
     key_by sends to every partition of its repartition topic, for the watermarks downstream.
     ``activities_topic``: where the worker sends its activity trace (per interval: fetch, quantum,
     commit) for ``cadenza analyze`` (:mod:`cadenza.analysis`); ``None`` records nothing.
+    ``replace_plan``: take over the group even if it runs other pipelines and still has live members
+    (a worker of another plan is otherwise refused: :mod:`cadenza.worker.plans`).
     ``state_store``: ``memory`` or ``rocksdb`` (under ``state_dir``); either way the changelog topics
     are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     Each sub-topology's true and observed rates (for scaling) are exported over windows of
@@ -183,6 +186,7 @@ class Worker:
         state_store: str = "memory",
         state_dir: str | Path | None = None,
         activities_topic: str | None = None,
+        replace_plan: bool = False,
     ) -> None:
         if not pipelines:
             raise CadenzaError("the worker has no pipeline to run")
@@ -208,6 +212,8 @@ class Worker:
         #: Derived from the pipelines unless given, so that workers of other pipelines never share it.
         self.group = group if group is not None else default_group(graphs)
         self.default_partitions = partitions
+        #: Replace the group's recorded plan even while it has live members (see :mod:`.plans`).
+        self.replace_plan = replace_plan
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
         self.restore_timeout = restore_timeout
@@ -365,9 +371,13 @@ class Worker:
         ]
         if self.activities_topic is not None:
             metrics_topics.append(activities_topic_spec(self.activities_topic))
-        created = ensure_topics(admin, [*self.topics, *metrics_topics], timeout=timeout)
+        control = [groups_topic_spec()]
+        created = ensure_topics(admin, [*self.topics, *metrics_topics, *control], timeout=timeout)
         if created:
             _log.info("created topics: %s", ", ".join(sorted(created)))
+        # Before the subscription, so a worker of another plan is refused before it commits anything.
+        plan = GroupPlan.of(self.graphs, self.worker_id)
+        check_group_plan(self.settings, admin, self.group, plan, replace=self.replace_plan, timeout=timeout)
         self._output = Output(self.settings)
         if self.spans_topic is not None:
             self.emitter = SpanEmitter.to_kafka(
