@@ -172,6 +172,25 @@ def worker_command(
             "hangs) the worker leaves its group without committing that record and exits 3.",
         ),
     ] = 15.0,
+    max_poll_interval: Annotated[
+        float,
+        typer.Option(
+            min=1.0,
+            envvar="CADENZA_MAX_POLL_INTERVAL",
+            help="Seconds one user call may run before the group declares the worker's partitions lost "
+            "(max.poll.interval.ms); at least the session timeout.",
+        ),
+    ] = 300.0,
+    hang_timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=0.1,
+            envvar="CADENZA_HANG_TIMEOUT",
+            help="Seconds after which a running user call is pinned as a possible poison pill and logged "
+            "at ERROR (default: 80% of --max-poll-interval). A record running at two deaths of the worker "
+            "(a crash, an OOM kill, a hang past --max-poll-interval) is dead-lettered as quarantined.",
+        ),
+    ] = None,
     replace_plan: Annotated[
         bool,
         typer.Option(
@@ -226,6 +245,8 @@ def worker_command(
             state_store=state_store.value,
             state_dir=state_dir,
             replace_plan=replace_plan,
+            max_poll_interval=max_poll_interval,
+            hang_timeout=hang_timeout,
         )
 
     server: MetricsServer | None = None

@@ -77,6 +77,7 @@ from cadenza.worker.operators.routing import KeyByOp
 from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.output import Output
 from cadenza.worker.plans import GroupPlan, check_group_plan, groups_topic_spec
+from cadenza.worker.quarantine import QuarantineGuard, quarantine_topic_spec
 from cadenza.worker.rates import track_true_rates
 from cadenza.worker.restoring import StateRestorer
 from cadenza.worker.task import Task, build_tasks
@@ -150,6 +151,9 @@ class Worker:
     commit) for ``cadenza analyze`` (:mod:`cadenza.analysis`); ``None`` records nothing.
     ``replace_plan``: take over the group even if it runs other pipelines and still has live members
     (a worker of another plan is otherwise refused: :mod:`cadenza.worker.plans`).
+    ``max_poll_interval``: seconds a user call may run before the group declares this worker's
+    partitions lost (``max.poll.interval.ms``); ``hang_timeout`` (default: 80 % of it): seconds after
+    which the watchdog pins a running call as a possible poison pill (:mod:`.quarantine`).
     ``state_store``: ``memory`` or ``rocksdb`` (under ``state_dir``); either way the changelog topics
     are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     Each sub-topology's true and observed rates (for scaling) are exported over windows of
@@ -187,6 +191,8 @@ class Worker:
         state_dir: str | Path | None = None,
         activities_topic: str | None = None,
         replace_plan: bool = False,
+        max_poll_interval: float = 300.0,
+        hang_timeout: float | None = None,
     ) -> None:
         if not pipelines:
             raise CadenzaError("the worker has no pipeline to run")
@@ -201,6 +207,17 @@ class Worker:
             )
         if not (0.0 < progress_interval < 60.0):
             raise ConfigError(f"progress_interval must be in (0, 60) s, got {progress_interval!r}")
+        if hang_timeout is None:
+            hang_timeout = 0.8 * max_poll_interval
+        if (
+            not (0.0 < hang_timeout < max_poll_interval)
+            or max_poll_interval * 1000 < settings.session_timeout_ms
+        ):
+            raise ConfigError(
+                f"hang_timeout ({hang_timeout!r} s) must be above 0 and below max_poll_interval "
+                f"({max_poll_interval!r} s), which must be at least the session timeout "
+                f"({settings.session_timeout_ms} ms)"
+            )
         if not (0.0 < span_sample_ratio <= 1.0):
             raise ConfigError(f"span_sample_ratio must be in (0, 1], got {span_sample_ratio!r}")
         graphs = [p.compile() if isinstance(p, Pipeline) else p for p in pipelines]
@@ -214,6 +231,8 @@ class Worker:
         self.default_partitions = partitions
         #: Replace the group's recorded plan even while it has live members (see :mod:`.plans`).
         self.replace_plan = replace_plan
+        self.max_poll_interval = max_poll_interval
+        self.hang_timeout = hang_timeout
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
         self.restore_timeout = restore_timeout
@@ -256,6 +275,7 @@ class Worker:
         #: An error raised inside a rebalance callback, re-raised by the loop (librdkafka may swallow it).
         self._failure: BaseException | None = None
         self._output: Output | None = None
+        self._guard: QuarantineGuard | None = None
         self._consumer: Consumer | None = None
         self._consumer_errors: ClientErrors | None = None
         self._restorer = StateRestorer(settings, self.group, self.counters, restore_timeout)
@@ -371,7 +391,7 @@ class Worker:
         ]
         if self.activities_topic is not None:
             metrics_topics.append(activities_topic_spec(self.activities_topic))
-        control = [groups_topic_spec()]
+        control = [groups_topic_spec(), quarantine_topic_spec()]
         created = ensure_topics(admin, [*self.topics, *metrics_topics, *control], timeout=timeout)
         if created:
             _log.info("created topics: %s", ", ".join(sorted(created)))
@@ -459,6 +479,7 @@ class Worker:
             # A join needs partition p of both its inputs on one worker; the range assignor gives that
             # for co-partitioned topics, cooperative-sticky does not.
             overrides["partition.assignment.strategy"] = "range"
+        overrides["max.poll.interval.ms"] = round(self.max_poll_interval * 1000)
         overrides.update(self._consumer_overrides)
         self._consumer, self._consumer_errors = make_consumer(self.settings, self.group, **overrides)
         consumer_errors, producer_errors = self._consumer_errors, self._output.client_errors
@@ -479,6 +500,17 @@ class Worker:
                 for name, count in dict(errors.counts).items()
             },
         )
+        self._guard = guard = QuarantineGuard(
+            self.settings,
+            self.group,
+            self.worker_id,
+            hang_timeout=self.hang_timeout,
+            poll_interval=self.max_poll_interval,
+            timeout=timeout,
+        )
+        self.exporter.register_callback(
+            names.RECORDS_QUARANTINED, lambda: {(t,): n for t, n in guard.quarantined.items()}
+        )
         self._consumer.subscribe(
             list(self._routes), on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
@@ -490,6 +522,11 @@ class Worker:
             self.policy.name,
             ", ".join(self._routes),
         )
+
+    def _hung(self, failure: BaseException) -> None:
+        # From the watchdog: a user call ran past max.poll.interval.ms; raised after it returns.
+        self._failure = failure
+        self.exporter.health.live = False
 
     def stop(self) -> None:
         """Ask the worker to stop after the step in flight; safe from any thread or signal handler."""
@@ -507,6 +544,8 @@ class Worker:
         """
         try:
             self.start()  # subscribes; ready only once the group join and restore are done (step)
+            if self._guard is not None:  # the hang watchdog reads this thread's quantum loop
+                self._guard.watch(threading.get_ident(), Worker._run_quantum.__code__, self._hung)
             while not self._stop.is_set():
                 self.step()
         except BaseException as exc:
@@ -540,6 +579,9 @@ class Worker:
                 consumer.close()  # the revoke callback drops what is still queued
         finally:
             self._restorer.close()
+            if self._guard is not None:
+                self._guard.close()
+                self._guard = None
             for task in self._tasks:
                 task.close()
             if self._output is not None and not self._broken:
@@ -582,7 +624,13 @@ class Worker:
         # reconnect by themselves), so liveness stays up, but nothing it does lands until then.
         self.exporter.health.ready = self._joined and errors.brokers_up and not self._stop.is_set()
         if messages:
-            self.admit(messages)
+            guard = self._guard
+            if guard is not None and guard.suspect:
+                guard.admit(self, messages)  # records a dead worker may have been running go one by one
+            else:
+                self.admit(messages)
+            if guard is not None:  # the quarantine lease covers them before they run
+                guard.extend((key, p.fetched) for key, p in self._inflight.partitions.items())
         if trace is not None:
             trace.fetch(messages, queued=buffered > 0, started=fetch_start, returned=consumed)
         self._flow_control()
@@ -692,6 +740,7 @@ class Worker:
         busy = 0.0
         waited = 0.0
         last = None
+        # The hang watchdog (cadenza.worker.quarantine) reads the locals unit, started and finished.
         for ctx, unit in quantum:
             started = perf()
             run(unit, unit.key, unit.value, unit.event_time, None)
@@ -883,6 +932,8 @@ class Worker:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         try:
             self._restore(partitions)
+            if self._guard is not None:  # how their first records run: see cadenza.worker.quarantine
+                self._guard.assigned(partitions)
         except BaseException as exc:
             # Records of these partitions must not run on missing state: fail the worker. The error is
             # kept for the loop too, in case the client does not re-raise what a callback raised.
@@ -912,11 +963,15 @@ class Worker:
         # records of these partitions are dropped by _forget and run again by the next owner.
         if self._output is not None and not self._broken:
             self.commit()
+            if self._guard is not None:
+                self._guard.released(partitions)  # a clean release clears their quarantine suspicion
         self._forget(partitions, "revoked")
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Lost partitions belong to someone else already: committing for them would fail or, worse,
         # succeed over the new owner's progress. Drop their pending offsets, queued records and state.
+        if self._guard is not None:
+            self._guard.lost(partitions)
         self._forget(partitions, "lost")
 
     def _forget(self, partitions: list[TopicPartition], why: str) -> None:
