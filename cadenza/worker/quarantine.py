@@ -10,9 +10,9 @@ It is kept in Kafka (workers are containers: no local file survives them), in th
 topic ``cadenza-quarantine``, as one *mark* per group and input partition (a :class:`Mark`):
 
 - **A lease, off the per-record path.** ``high`` promises that no record at or above it was handed
-  to user code. A worker extends it (produce and flush) before it runs records beyond it, once per
-  batch at most, and by at least ``min_lease`` records or what the partition fetched since the last
-  extension, so it is written about once per commit interval under load and not at all while idle.
+  to user code. A worker extends it (produce and flush) before it runs records beyond it, checked
+  once per fetched batch, by ``min_lease`` records (100) or about a second of the partition's fetch
+  rate, whichever is more: a flush about once a second per busy partition, none while idle.
 - **A clean release clears it.** A revoke or stop that committed what finished writes
   ``clean=True``. A mark that is not clean when the partition is assigned again means the previous
   owner died with records in ``[committed offset, high)`` possibly handed to user code.
@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import threading
 import time
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from cadenza.worker.runtime import Worker
 
 __all__ = [
+    "LEASE_SECONDS",
     "MIN_LEASE",
     "QUARANTINE_TOPIC",
     "HangEvent",
@@ -81,7 +83,9 @@ __all__ = [
 
 QUARANTINE_TOPIC = "cadenza-quarantine"
 #: Records a lease covers at least (see the module docstring).
-MIN_LEASE = 1000
+MIN_LEASE = 100
+#: Seconds of a partition's recent fetch rate a lease covers: about one extension per second.
+LEASE_SECONDS = 1.0
 
 Key = tuple[str, int]
 
@@ -155,8 +159,9 @@ class Route(Enum):
 @dataclass
 class _Partition:
     lease: int = 0
-    #: The fetch position at the last lease extension.
+    #: The fetch position, and the caller's clock, at the last lease extension (or the assignment).
     base: int = 0
+    base_time: float = 0.0
     #: Records below this offset run alone (0: none).
     suspect_below: int = 0
     #: The record the last death was pinned on, and how many deaths in a row it has.
@@ -190,9 +195,9 @@ class QuarantineBook:
         """Whether some partition has records to run alone or to quarantine."""
         return any(part.suspect_below for part in self.parts.values())
 
-    def assigned(self, key: Key, mark: Mark | None) -> _Partition:
+    def assigned(self, key: Key, mark: Mark | None, now: float = 0.0) -> _Partition:
         """Start guarding ``key``, given the last mark of its previous owner (``None``: never marked)."""
-        part = self.parts[key] = _Partition()
+        part = self.parts[key] = _Partition(base_time=now)
         if mark is None or mark.clean:
             return part
         part.previous_owner = mark.owner
@@ -228,8 +233,12 @@ class QuarantineBook:
             part.pinned = None
             part.deaths = 0
 
-    def leases(self, fetched: Iterable[tuple[Key, int]]) -> list[tuple[Key, Mark]]:
-        """Extended leases for partitions fetched at or beyond theirs (``fetched``: next offset)."""
+    def leases(self, fetched: Iterable[tuple[Key, int]], now: float = 0.0) -> list[tuple[Key, Mark]]:
+        """Extended leases for partitions fetched beyond theirs (``fetched``: the next offset to run).
+
+        ``now`` (seconds, any monotonic clock) sizes the new lease to about ``LEASE_SECONDS`` of the
+        partition's fetch rate since the last extension.
+        """
         if self.frozen:
             return []
         due: list[tuple[Key, Mark]] = []
@@ -238,8 +247,9 @@ class QuarantineBook:
             part = parts.get(key)
             if part is None or position <= part.lease:
                 continue
-            span = max(self.min_lease, position - part.base)
-            part.base = position
+            elapsed = max(now - part.base_time, 1e-3)
+            span = max(self.min_lease, math.ceil((position - part.base) / elapsed * LEASE_SECONDS))
+            part.base, part.base_time = position, now
             part.lease = position + span
             due.append((key, self._mark(part)))
         return due
@@ -416,7 +426,7 @@ class QuarantineGuard:
             for tp in partitions:
                 key = (tp.topic, tp.partition)
                 mark = self._marks.get(self._key(key).decode())
-                part = self.book.assigned(key, mark)
+                part = self.book.assigned(key, mark, time.monotonic())
                 if not part.suspect_below:
                     continue
                 if part.pinned is not None:
@@ -461,7 +471,7 @@ class QuarantineGuard:
     def extend(self, fetched: Iterable[tuple[Key, int]]) -> None:
         """Before queued records run: extend the leases they would pass (once per batch at most)."""
         with self._lock:
-            marks = self.book.leases(fetched)
+            marks = self.book.leases(fetched, time.monotonic())
         self._write(marks)
 
     def admit(self, worker: Worker, messages: list[Message]) -> None:

@@ -8,6 +8,7 @@ cleanly; the model says which record must be quarantined and when.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cadenza.worker.quarantine import (
+    LEASE_SECONDS,
     HangEvent,
     HangTracker,
     Mark,
@@ -40,12 +42,13 @@ def test_a_fresh_partition_runs_normally_behind_a_lease_extended_before_its_reco
     assert not book.suspect
     assert book.route(KEY, 0) == (Route.RUN, None)
     # Five records fetched: the lease (none yet) must cover them before they run.
-    [(key, mark)] = book.leases([(KEY, 5)])
-    assert key == KEY and mark == Mark(15, False, None, 0, "w")
-    assert book.leases([(KEY, 15)]) == []  # still covered: nothing to write
-    [(_, mark)] = book.leases([(KEY, 40)])  # a burst: the lease grows with what was fetched
-    assert mark.high == 40 + (40 - 5)
-    assert book.released(KEY) == Mark(75, True, None, 0, "w")
+    [(key, mark)] = book.leases([(KEY, 5)], now=1.0)
+    assert key == KEY and mark == Mark(15, False, None, 0, "w")  # slow: the minimum lease
+    assert book.leases([(KEY, 15)], now=1.5) == []  # still covered: nothing to write
+    # 995 records in half a second: the lease covers about a second of that rate.
+    [(_, mark)] = book.leases([(KEY, 1000)], now=1.5)
+    assert mark.high == 1000 + math.ceil(995 / 0.5 * LEASE_SECONDS)
+    assert book.released(KEY) == Mark(mark.high, True, None, 0, "w")
 
 
 def test_an_unpinned_death_runs_its_range_alone_then_normally() -> None:
@@ -92,9 +95,9 @@ def test_a_clean_release_clears_suspicion_and_a_lost_partition_writes_nothing() 
 def test_the_watchdog_pin_is_kept_by_leases_cleared_on_return_and_frozen_after_a_death() -> None:
     book = QuarantineBook("w", min_lease=10)
     book.assigned(KEY, None)
-    book.leases([(KEY, 3)])
+    book.leases([(KEY, 3)], now=10.0)
     assert book.pin(KEY, 2) == Mark(13, False, 2, 0, "w")
-    [(_, mark)] = book.leases([(KEY, 20)])
+    [(_, mark)] = book.leases([(KEY, 20)], now=20.0)
     assert mark.running == 2  # a lease written meanwhile keeps the marker
     assert book.unpin(KEY, 2) == Mark(mark.high, False, None, 0, "w")
     assert book.unpin(KEY, 2) is None
@@ -163,7 +166,7 @@ def _simulate(records: int, poison: set[int], max_lives: int) -> tuple[list[int]
     deaths = 0
     for life in range(max_lives):
         book = QuarantineBook(f"w{life}", min_lease=3)
-        book.assigned(KEY, mark)
+        book.assigned(KEY, mark, now=float(life * 100))
         latest: Mark | None = mark
         died = False
         offset = committed
@@ -172,7 +175,7 @@ def _simulate(records: int, poison: set[int], max_lives: int) -> tuple[list[int]
             if write is not None:
                 latest = write
             if route is Route.RUN:
-                for _, lease in book.leases([(KEY, offset + 1)]):
+                for _, lease in book.leases([(KEY, offset + 1)], now=float(life * 100 + offset)):
                     latest = lease
             if route is Route.QUARANTINE:
                 book.quarantined(KEY, offset)
