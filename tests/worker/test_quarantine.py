@@ -12,9 +12,14 @@ import math
 import sys
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cadenza import Pipeline
+from cadenza.errors import ConfigError
+from cadenza.settings import KafkaSettings
+from cadenza.worker import Worker
 from cadenza.worker.quarantine import (
     LEASE_SECONDS,
     HangEvent,
@@ -209,3 +214,13 @@ def test_every_poison_record_is_quarantined_after_at_most_three_deaths_and_nothi
     assert sorted(quarantined) == sorted(poison)
     assert deaths <= 3 * len(poison)
     assert sorted(set(done)) == sorted(set(range(records)) - poison)
+
+
+def test_the_hang_timeout_must_lie_below_the_poll_interval_which_must_cover_the_session() -> None:
+    pipeline = Pipeline("hang-settings", tenant="t", latency_target="1s")
+    pipeline.source("in").map(lambda v: v).sink("out")
+    settings = KafkaSettings(bootstrap_servers="127.0.0.1:1", session_timeout_ms=6000)
+    assert Worker([pipeline], settings, max_poll_interval=10.0).hang_timeout == 8.0
+    for poll, hang in ((10.0, 10.0), (10.0, 0.0), (5.0, 1.0)):
+        with pytest.raises(ConfigError, match="hang_timeout"):
+            Worker([pipeline], settings, max_poll_interval=poll, hang_timeout=hang)
