@@ -422,6 +422,7 @@ class QuarantineGuard:
         if not partitions:
             return
         self._read()
+        unclean: list[str] = []
         with self._lock:
             for tp in partitions:
                 key = (tp.topic, tp.partition)
@@ -443,15 +444,13 @@ class QuarantineGuard:
                         "; that record is quarantined" if part.deaths >= 2 else "",
                     )
                 else:
-                    _log.warning(
-                        "%s[%d]: its previous owner (%s) did not release it cleanly; records below offset "
-                        "%d run one at a time behind a marker, so that a record that kills the worker is "
-                        "pinned",
-                        tp.topic,
-                        tp.partition,
-                        part.previous_owner or "?",
-                        part.suspect_below,
-                    )
+                    unclean.append(f"{tp.topic}[{tp.partition}] below offset {part.suspect_below}")
+        if unclean:  # one line per assignment: a crash under load leaves many partitions unclean
+            _log.warning(
+                "partitions not released cleanly by their previous owner: %s; those records run one at a "
+                "time behind a marker, so that a record that kills the worker is pinned",
+                ", ".join(unclean),
+            )
 
     def released(self, partitions: list[TopicPartition]) -> None:
         """A clean revoke or stop (after its commit): the partitions' suspicion is cleared."""
