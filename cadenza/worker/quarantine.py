@@ -527,11 +527,17 @@ class QuarantineGuard:
                 if unit is None:
                     continue
                 unit.ctx = schedule.context(unit, message, now)
+                metrics = schedule.metrics
+                metrics.consumed += 1
+                started = time.perf_counter()
                 try:
                     schedule.run(unit, unit.key, unit.value, unit.event_time, None)
                 except PipelineStoppedError as stopped:
                     worker.stop_pipeline(stopped)
                     pending[1] += 1  # the record stays uncommitted, as in the scheduled path
+                    continue
+                metrics.record_run(0.0, time.perf_counter() - started)
+                worker.counters.units += 1
         finally:
             self._alone = None
         worker.counters.consumed += 1
