@@ -99,7 +99,7 @@ def _run_with_restarts(
     running worker and the exit codes of the dead ones."""
     deadline = time.monotonic() + timeout
     codes: list[int] = []
-    worker = WorkerProcess(module, settings, name, log, *args, env=WIDE)
+    worker = WorkerProcess(module, settings, name, log, *args, env=WIDE, metrics=True)
     while True:
         reader.poll(0.2)
         if done(reader.records):
@@ -108,7 +108,7 @@ def _run_with_restarts(
         if code is not None:
             codes.append(code)
             assert len(codes) <= 4, f"too many deaths {codes}:\n{worker.text()[-3000:]}"
-            worker = WorkerProcess(module, settings, name, log, *args, env=WIDE)
+            worker = WorkerProcess(module, settings, name, log, *args, env=WIDE, metrics=True)
         assert time.monotonic() < deadline, (
             f"not done within {timeout:.0f} s (deaths {codes}):\n{worker.text()[-4000:]}"
         )
@@ -143,10 +143,18 @@ def test_a_record_that_kills_its_worker_is_quarantined_and_the_pipeline_goes_on(
             )
             worker.alive()
             reader.settle(1.0)
+            exposition = worker.scrape()
         finally:
             code = worker.terminate()
     log = " ".join(worker.text().split())
     assert code == 0, log[-3000:]
+    # Counted by the worker that quarantined it.
+    assert f'cadenza_records_quarantined_total{{topic="{source}"}} 1.0' in exposition, exposition
+    quarantined = [
+        line for line in exposition.splitlines() if line.startswith("cadenza_records_dead_lettered_total{")
+    ]
+    assert len(quarantined) == 1 and 'reason="quarantined"' in quarantined[0], quarantined
+    assert quarantined[0].endswith(" 1.0"), quarantined
     # The rule: one death that only narrows the range, two pinned on the record, then quarantined.
     assert codes == [137, 137, 137], codes
     [letter] = reader.records[dlq]
