@@ -18,15 +18,17 @@ from types import FrameType
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from cadenza.analysis.kafka_trace import ACTIVITIES_TOPIC
-from cadenza.cli.console import LogFormat, command_errors, setup_logging
+from cadenza.cli.console import LogFormat, command_errors, err_console, setup_logging
 from cadenza.errors import ConfigError
 from cadenza.infra.metrics.discovery import DEFAULT_DISCOVERY_TOPIC, WorkerAnnouncer, advertised_url
 from cadenza.infra.metrics.server import MetricsServer
 from cadenza.pipelines import Pipeline, load_pipelines
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
+from cadenza.worker.plans import PlanMismatchError
 from cadenza.worker.supervisor import WorkerSupervisor
 
 _log = logging.getLogger("cadenza.cli")
@@ -190,6 +192,35 @@ def worker_command(
             "topic, which let the windows downstream advance when a key sends them nothing.",
         ),
     ] = 50.0,
+    max_poll_interval: Annotated[
+        float,
+        typer.Option(
+            min=1.0,
+            envvar="CADENZA_MAX_POLL_INTERVAL",
+            help="Seconds one user call may run before the group declares the worker's partitions lost "
+            "(max.poll.interval.ms); at least the session timeout.",
+        ),
+    ] = 300.0,
+    hang_timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=0.1,
+            envvar="CADENZA_HANG_TIMEOUT",
+            help="Seconds after which a running user call is pinned as a possible poison pill and logged "
+            "at ERROR (default: 80% of --max-poll-interval). A record running at two deaths of the worker "
+            "(a crash, an OOM kill, a hang past --max-poll-interval) is dead-lettered as quarantined.",
+        ),
+    ] = None,
+    replace_plan: Annotated[
+        bool,
+        typer.Option(
+            "--replace-plan",
+            envvar="CADENZA_REPLACE_PLAN",
+            help="Record this worker's pipelines as the group's plan even while the group has live "
+            "members (an upgrade whose old workers' sessions have not expired yet). Without it a worker "
+            "whose pipelines differ from its group's is refused (exit 2) until the old workers are gone.",
+        ),
+    ] = False,
     log_level: Annotated[
         str | None, typer.Option(help="Logging level (default: the global --log-level / CADENZA_LOG_LEVEL).")
     ] = None,
@@ -235,6 +266,9 @@ def worker_command(
             state_dir=state_dir,
             watermark_idle_timeout=watermark_idle_timeout or None,
             progress_interval=progress_interval_ms / 1000.0,
+            replace_plan=replace_plan,
+            max_poll_interval=max_poll_interval,
+            hang_timeout=hang_timeout,
         )
 
     server: MetricsServer | None = None
@@ -313,6 +347,11 @@ def worker_command(
         _say(worker.describe())
         _say("running; Ctrl-C or SIGTERM stops")
         worker = supervisor.run(worker)
+    except PlanMismatchError as exc:
+        # Not a crash but a deployment mistake (also at an in-place restart after the group's plan was
+        # replaced), told apart from other failures by its exit code.
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -9,7 +9,9 @@ inspected and replayed) plus headers saying what went wrong and where it came fr
   record's coordinates (the repartition topic, for steps after a ``key_by``);
 - ``cadenza-operator``: the step that failed (the source step for a value that would not decode);
 - ``cadenza-dead-letter-disposition``: ``not-processed`` (the record did not run: replay it once
-  fixed) or ``processed-with-fresh-context`` (a notice, see below: the record ran, do not replay it).
+  fixed), ``processed-with-fresh-context`` (a notice, see below: the record ran, do not replay it) or
+  ``quarantined`` (a poison pill that was running at two deaths of its worker; see
+  :mod:`cadenza.worker.quarantine`).
 
 A record whose ``cadenza-ctx`` header is garbled still runs, with a fresh context as if it came from a
 source (the header is scheduling metadata; the value is fine and is never lost), and the garbled
@@ -61,6 +63,8 @@ __all__ = [
     "NOT_PROCESSED",
     "OPERATOR_HEADER",
     "PROCESSED_WITH_FRESH_CONTEXT",
+    "QUARANTINED",
+    "QUARANTINED_ERROR",
     "SOURCE_OFFSET_HEADER",
     "SOURCE_PARTITION_HEADER",
     "SOURCE_TOPIC_HEADER",
@@ -89,6 +93,11 @@ NOT_PROCESSED = b"not-processed"
 PROCESSED_WITH_FRESH_CONTEXT = b"processed-with-fresh-context"
 #: Error type of a notice for a garbled ``cadenza-ctx`` header.
 CONTEXT_HEADER_ERROR = "ContextHeaderError"
+#: Disposition of a poison pill: the record was running at two deaths of its worker, so it was not
+#: run again (see :mod:`cadenza.worker.quarantine`). Replay it only once the cause is fixed.
+QUARANTINED = b"quarantined"
+#: Error type of a quarantined record.
+QUARANTINED_ERROR = "Quarantined"
 
 _MAX_MESSAGE = 2000
 
@@ -223,6 +232,23 @@ class DeadLetters:
         )
         if self.metrics is not None:
             self.metrics(node_id).dead_letter("context")
+
+    def quarantined(
+        self, message: Message, topic: str, partition: int, offset: int, *, node_id: str, why: str
+    ) -> None:
+        """A poison pill: the record was running at two deaths of its worker and is not run again."""
+        self._send(
+            message,
+            topic,
+            partition,
+            offset,
+            node_id=node_id,
+            error=why,
+            error_type=QUARANTINED_ERROR,
+            disposition=QUARANTINED,
+        )
+        if self.metrics is not None:
+            self.metrics(node_id).dead_letter("quarantined")
 
     def _send(
         self,

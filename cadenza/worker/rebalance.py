@@ -28,6 +28,8 @@ _log = logging.getLogger("cadenza.worker")
 
 #: ``(partitions) -> None``: bring the state of newly assigned partitions back; raises on failure.
 Restore = Callable[[list[TopicPartition]], None]
+#: ``(partitions) -> None``: hear of partitions (see :class:`Rebalance`).
+Partitions = Callable[[list[TopicPartition]], None]
 #: ``(partitions) -> queued records dropped``: forget partitions everywhere they are held.
 Forget = Callable[[list[TopicPartition]], int]
 
@@ -38,6 +40,8 @@ class Rebalance:
     ``restore`` brings assigned partitions' state back; ``commit`` commits what finished (called on
     revocation unless the worker is broken); ``forget`` drops what the worker holds of partitions
     that went (pending offsets, queued records, state, pauses) and returns the records dropped.
+    ``assigned``, ``released`` and ``lost`` (optional) hear of partitions restored and assigned,
+    cleanly handed back after the commit, and lost: the quarantine guard's view of ownership.
     """
 
     __slots__ = (
@@ -46,14 +50,29 @@ class Rebalance:
         "_commit",
         "_forget",
         "_lock",
+        "_on_assigned",
+        "_on_lost",
+        "_on_released",
         "_restore",
         "broken",
         "failure",
         "joined",
     )
 
-    def __init__(self, restore: Restore, commit: Callable[[], None], forget: Forget) -> None:
+    def __init__(
+        self,
+        restore: Restore,
+        commit: Callable[[], None],
+        forget: Forget,
+        *,
+        assigned: Partitions | None = None,
+        released: Partitions | None = None,
+        lost: Partitions | None = None,
+    ) -> None:
         self._restore = restore
+        self._on_assigned = assigned
+        self._on_released = released
+        self._on_lost = lost
         self._commit = commit
         self._forget = forget
         self._assignment: set[tuple[str, int]] = set()
@@ -84,6 +103,8 @@ class Rebalance:
     def on_assign(self, consumer: Consumer | None, partitions: list[TopicPartition]) -> None:
         try:
             self._restore(partitions)
+            if self._on_assigned is not None:
+                self._on_assigned(partitions)
         except BaseException as exc:
             # Records of these partitions must not run on missing state: fail the worker.
             _log.exception("restoring state failed; stopping the worker")
@@ -100,9 +121,13 @@ class Rebalance:
     def on_revoke(self, consumer: Consumer | None, partitions: list[TopicPartition]) -> None:
         if not self.broken:
             self._commit()
+            if self._on_released is not None:
+                self._on_released(partitions)
         self._drop(partitions, "revoked")
 
     def on_lost(self, consumer: Consumer | None, partitions: list[TopicPartition]) -> None:
+        if self._on_lost is not None:
+            self._on_lost(partitions)
         self._drop(partitions, "lost")
 
     def _drop(self, partitions: list[TopicPartition], why: str) -> None:

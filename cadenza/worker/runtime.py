@@ -81,6 +81,8 @@ from cadenza.worker.inflight import Pending
 from cadenza.worker.operators.routing import KeyByOp
 from cadenza.worker.output import Output
 from cadenza.worker.plan import Decode, WorkerPlan, assemble
+from cadenza.worker.plans import GroupPlan, check_group_plan, groups_topic_spec
+from cadenza.worker.quarantine import QuarantineGuard, quarantine_topic_spec
 from cadenza.worker.rates import track_true_rates
 from cadenza.worker.rebalance import Rebalance
 from cadenza.worker.restoring import StateRestorer
@@ -151,6 +153,11 @@ class Worker:
     key_by sends to every partition of its repartition topic, for the watermarks downstream.
     ``activities_topic``: where the worker sends its activity trace (per interval: fetch, quantum,
     commit) for ``cadenza analyze`` (:mod:`cadenza.analysis`); ``None`` records nothing.
+    ``replace_plan``: take over the group even if it runs other pipelines and still has live members
+    (a worker of another plan is otherwise refused: :mod:`cadenza.worker.plans`).
+    ``max_poll_interval``: seconds a user call may run before the group declares this worker's
+    partitions lost (``max.poll.interval.ms``); ``hang_timeout`` (default: 80 % of it): seconds after
+    which the watchdog pins a running call as a possible poison pill (:mod:`.quarantine`).
     ``state_store``: ``memory`` or ``rocksdb`` (under ``state_dir``); either way the changelog topics
     are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     Each sub-topology's true and observed rates (for scaling) are exported over windows of
@@ -187,6 +194,9 @@ class Worker:
         state_store: str = "memory",
         state_dir: str | Path | None = None,
         activities_topic: str | None = None,
+        replace_plan: bool = False,
+        max_poll_interval: float = 300.0,
+        hang_timeout: float | None = None,
     ) -> None:
         if not pipelines:
             raise CadenzaError("the worker has no pipeline to run")
@@ -201,6 +211,17 @@ class Worker:
             )
         if not (0.0 < progress_interval < 60.0):
             raise ConfigError(f"progress_interval must be in (0, 60) s, got {progress_interval!r}")
+        if hang_timeout is None:
+            hang_timeout = 0.8 * max_poll_interval
+        if (
+            not (0.0 < hang_timeout < max_poll_interval)
+            or max_poll_interval * 1000 < settings.session_timeout_ms
+        ):
+            raise ConfigError(
+                f"hang_timeout ({hang_timeout!r} s) must be above 0 and below max_poll_interval "
+                f"({max_poll_interval!r} s), which must be at least the session timeout "
+                f"({settings.session_timeout_ms} ms)"
+            )
         if not (0.0 < span_sample_ratio <= 1.0):
             raise ConfigError(f"span_sample_ratio must be in (0, 1], got {span_sample_ratio!r}")
         graphs = [p.compile() if isinstance(p, Pipeline) else p for p in pipelines]
@@ -212,6 +233,10 @@ class Worker:
         #: Derived from the pipelines unless given, so that workers of other pipelines never share it.
         self.group = group if group is not None else default_group(graphs)
         self.default_partitions = partitions
+        #: Replace the group's recorded plan even while it has live members (see :mod:`.plans`).
+        self.replace_plan = replace_plan
+        self.max_poll_interval = max_poll_interval
+        self.hang_timeout = hang_timeout
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
         self.restore_timeout = restore_timeout
@@ -245,6 +270,7 @@ class Worker:
         self._stop = threading.Event()
         self._started = False
         self._output: Output | None = None
+        self._guard: QuarantineGuard | None = None
         self._consumer: Consumer | None = None
         self._fetcher: Fetcher | None = None
         self._consumer_errors: ClientErrors | None = None
@@ -265,7 +291,14 @@ class Worker:
         #: Runs and measures quanta (the schedules, output and emitter are given to it at the start).
         self._executor = Executor(self.scheduler, self.policy, self.stop_pipeline)
         #: Assign, revoke and lost: the one place the group's decisions are handled.
-        self._rebalance = Rebalance(self._restore, self._commit_on_revoke, self._forget)
+        self._rebalance = Rebalance(
+            self._restore,
+            self._commit_on_revoke,
+            self._forget,
+            assigned=self._guard_assigned,
+            released=self._guard_released,
+            lost=self._guard_lost,
+        )
         #: Pipelines stopped by a failed step (``on_error="stop"``), with what stopped them.
         self.stopped: dict[str, PipelineStoppedError] = {}
         #: Per input topic, how many stopped sub-topologies read it: a record of such a topic is held
@@ -360,9 +393,15 @@ class Worker:
         ]
         if self.activities_topic is not None:
             metrics_topics.append(activities_topic_spec(self.activities_topic))
-        created = ensure_topics(admin, [*self.topics, *metrics_topics], timeout=timeout)
+        control = [groups_topic_spec(), quarantine_topic_spec()]
+        created = ensure_topics(admin, [*self.topics, *metrics_topics, *control], timeout=timeout)
         if created:
             _log.info("created topics: %s", ", ".join(sorted(created)))
+        # Before the subscription, so a worker of another plan is refused before it commits anything.
+        group_plan = GroupPlan.of(self.graphs, self.worker_id)
+        check_group_plan(
+            self.settings, admin, self.group, group_plan, replace=self.replace_plan, timeout=timeout
+        )
         self._output = Output(self.settings)
         if self.spans_topic is not None:
             self.emitter = SpanEmitter.to_kafka(
@@ -438,6 +477,7 @@ class Worker:
             # A join needs partition p of both its inputs on one worker; the range assignor gives that
             # for co-partitioned topics, cooperative-sticky does not.
             overrides["partition.assignment.strategy"] = "range"
+        overrides["max.poll.interval.ms"] = round(self.max_poll_interval * 1000)
         overrides.update(self._consumer_overrides)
         self._consumer, self._consumer_errors = make_consumer(self.settings, self.group, **overrides)
         consumer_errors, producer_errors = self._consumer_errors, self._output.client_errors
@@ -466,6 +506,17 @@ class Worker:
             poll_timeout=self.poll_timeout,
         )
         rebalance = self._rebalance
+        self._guard = guard = QuarantineGuard(
+            self.settings,
+            self.group,
+            self.worker_id,
+            hang_timeout=self.hang_timeout,
+            poll_interval=self.max_poll_interval,
+            timeout=timeout,
+        )
+        self.exporter.register_callback(
+            names.RECORDS_QUARANTINED, lambda: {(t,): n for t, n in guard.quarantined.items()}
+        )
         self._consumer.subscribe(
             list(self._routes),
             on_assign=rebalance.on_assign,
@@ -480,6 +531,11 @@ class Worker:
             self.policy.name,
             ", ".join(self._routes),
         )
+
+    def _hung(self, failure: BaseException) -> None:
+        # From the watchdog: a user call ran past max.poll.interval.ms; raised after it returns.
+        self._rebalance.failure = failure
+        self.exporter.health.live = False
 
     def stop(self) -> None:
         """Ask the worker to stop after the step in flight; safe from any thread or signal handler."""
@@ -497,6 +553,8 @@ class Worker:
         """
         try:
             self.start()  # subscribes; ready only once the group join and restore are done (step)
+            if self._guard is not None:  # the hang watchdog reads this thread's quantum loop
+                self._guard.watch(threading.get_ident(), Executor.run_quantum.__code__, self._hung)
             while not self._stop.is_set():
                 self.step()
         except BaseException as exc:
@@ -530,6 +588,9 @@ class Worker:
                 consumer.close()  # the revoke callback drops what is still queued
         finally:
             self._restorer.close()
+            if self._guard is not None:
+                self._guard.close()
+                self._guard = None
             for task in self._tasks:
                 task.close()
             if self._output is not None and not self._rebalance.broken:
@@ -570,7 +631,13 @@ class Worker:
         # reconnect by themselves), so liveness stays up, but nothing it does lands until then.
         self.exporter.health.ready = rebalance.joined and errors.brokers_up and not self._stop.is_set()
         if messages:
-            self.admit(messages)
+            guard = self._guard
+            if guard is not None and guard.suspect:
+                guard.admit(self, messages)  # records a dead worker may have been running go one by one
+            else:
+                self.admit(messages)
+            if guard is not None:  # the quarantine lease covers them before they run
+                guard.extend((key, p.fetched) for key, p in self._checkpoint.inflight.partitions.items())
         if trace is not None:
             trace.fetch(messages, queued=buffered > 0, started=fetch_start, returned=consumed)
         self._flow_control()
@@ -742,6 +809,20 @@ class Worker:
                 for window in task.windows
             ]
         )
+
+    # The quarantine guard's view of ownership (see cadenza.worker.quarantine): how newly assigned
+    # partitions' first records run; a clean release clears their suspicion; a loss does not.
+    def _guard_assigned(self, partitions: list[TopicPartition]) -> None:
+        if self._guard is not None:
+            self._guard.assigned(partitions)
+
+    def _guard_released(self, partitions: list[TopicPartition]) -> None:
+        if self._guard is not None and self._output is not None:
+            self._guard.released(partitions)
+
+    def _guard_lost(self, partitions: list[TopicPartition]) -> None:
+        if self._guard is not None:
+            self._guard.lost(partitions)
 
     def _commit_on_revoke(self) -> None:
         # What finished is committed before revoked partitions go (the rebalance handler skips this

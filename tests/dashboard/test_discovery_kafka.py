@@ -114,9 +114,15 @@ def test_cadenza_worker_announces_itself_and_says_goodbye_on_sigterm(
         ((url, found),) = reader.workers(time.time()).items()
         assert url.startswith("http://localhost:"), url  # the advertised host, not the bound one
         assert found.announcement.pipelines == ("announced",) and found.announcement.group == f"g-{topic}"
-        assert parse_exposition(
-            urllib.request.urlopen(url + "/metrics", timeout=5).read().decode(), 0.0
-        ).pipelines
+        # The announcement comes as soon as the endpoint is up, which is before the worker has
+        # started (topics, the group's plan) and registered its pipelines' series.
+        assert wait_for(
+            lambda: bool(
+                parse_exposition(
+                    urllib.request.urlopen(url + "/metrics", timeout=5).read().decode(), 0.0
+                ).pipelines
+            )
+        ), "the advertised endpoint never exported the worker's pipelines"
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0
         assert wait_for(lambda: reader.workers(time.time()) == {}), "no tombstone after a clean stop"

@@ -48,6 +48,7 @@ __all__ = [
     "RECORDS_LATE",
     "RECORDS_PROCESSED",
     "RECORDS_PRODUCED",
+    "RECORDS_QUARANTINED",
     "RUN_TIME",
     "SPANS_DROPPED",
     "SPANS_PRODUCED",
@@ -144,9 +145,10 @@ RECORDS_DEAD_LETTERED = MetricDef(
     (*_TPO, "reason"),
 )
 """``reason``: ``decode`` (the value did not decode or validate), ``function`` (a user function
-raised) or ``context`` (a notice: the ``cadenza-ctx`` header was garbled, so the record ran with a fresh
+raised), ``context`` (a notice: the ``cadenza-ctx`` header was garbled, so the record ran with a fresh
 context and was also copied to the dead-letter topic; ``cadenza_context_headers_garbled`` counts it
-too). Dead letters are committed like any record, so only this counter says they happened."""
+too) or ``quarantined`` (a poison pill, see ``RECORDS_QUARANTINED``). Dead letters are committed like
+any record, so only this counter says they happened."""
 
 RECORDS_LATE = MetricDef(
     "cadenza_records_late",
@@ -273,6 +275,18 @@ PIPELINE_STOPPED = MetricDef(
 )
 """Alert on any 1: the pipeline's input is held at the failed record (uncommitted) until the worker
 restarts; the log line names the step, the record's coordinates and the error."""
+
+RECORDS_QUARANTINED = MetricDef(
+    "cadenza_records_quarantined",
+    _C,
+    "Poison pills: records dead-lettered (disposition quarantined) because they were running at two "
+    "deaths of their worker.",
+    ("topic",),
+)
+"""``topic``: the input topic the record was read from (a repartition topic for steps after a
+``key_by``). Each pipeline reading the record also counts it in ``cadenza_records_dead_lettered``
+with ``reason="quarantined"``. Counted by the worker that quarantined it (see
+:mod:`cadenza.worker.quarantine`)."""
 
 # -- the connection to Kafka -----------------------------------------------------------------------
 
@@ -417,6 +431,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     CONSUMER_LAG,
     PAUSED_PARTITIONS,
     PIPELINE_STOPPED,
+    RECORDS_QUARANTINED,
     WATERMARK_IDLE_TIMEOUTS,
     BROKER_REACHABLE,
     KAFKA_CLIENT_ERRORS,

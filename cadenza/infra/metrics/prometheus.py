@@ -156,7 +156,10 @@ class OperatorMetrics:
             self.deadlines_missed += 1
 
     def dead_letter(self, reason: str) -> None:
-        """One record sent to a dead-letter topic; ``reason`` is ``decode``, ``function`` or ``context``."""
+        """One record sent to a dead-letter topic.
+
+        ``reason`` is ``decode``, ``function``, ``context`` or ``quarantined``.
+        """
         self.dead_lettered[reason] = self.dead_lettered.get(reason, 0) + 1
 
 

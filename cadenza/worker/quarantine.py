@@ -1,0 +1,613 @@
+"""Poison-pill quarantine: a record that was running at two deaths of its worker is not run a third time.
+
+A record can kill the process that runs it where no ``try`` helps: a segfault in a C extension, an
+OOM kill, a hang past ``max.poll.interval.ms`` (the group then declares the partitions lost). Its
+partition's next owner reads again from the committed offset, runs the same record and dies the same
+way, forever. The rule: a record that was running when the worker died or was declared lost twice
+in a row is dead-lettered the next time, with disposition ``quarantined``, and the pipeline goes on.
+
+It is kept in Kafka (workers are containers: no local file survives them), in the compacted control
+topic ``cadenza-quarantine``, as one *mark* per group and input partition (a :class:`Mark`):
+
+- **A lease, off the per-record path.** ``high`` promises that no record at or above it was handed
+  to user code. A worker extends it (produce and flush) before it runs records beyond it, checked
+  once per fetched batch, by ``min_lease`` records (100) or about a second of the partition's fetch
+  rate, whichever is more: a flush about once a second per busy partition, none while idle.
+- **A clean release clears it.** A revoke or stop that committed what finished writes
+  ``clean=True``. A mark that is not clean when the partition is assigned again means the previous
+  owner died with records in ``[committed offset, high)`` possibly handed to user code.
+- **Then one record at a time behind a marker.** The new owner runs those records alone (nothing
+  else runs meanwhile), each behind a durable marker (``running`` = its offset, produced and
+  flushed before the record runs), so a death there pins the exact record. The first record at or
+  above the range ends the suspicion (the marker is cleared before it runs).
+- **Two deaths pin a poison pill.** A mark whose ``running`` record was already the marker at the
+  death before (``deaths`` carries the count) makes it the second death of that record: it is
+  dead-lettered (``quarantined``, value, key and headers kept, the reason naming the deaths) and
+  skipped. A record that dies once but passes on its retry is not quarantined: the next marker
+  carries no deaths for it.
+- **A hang is a death too.** A watchdog thread sees a user call running past ``hang_timeout``
+  (default: 80 % of ``max.poll.interval.ms``): it writes the marker itself and logs an ERROR, so the
+  hang is pinned even before the group declares the partitions lost. If the call returns before
+  ``max.poll.interval.ms`` the marker is cleared; if it runs past it, the worker is failed (a
+  :class:`HungRecordError`, so ``cadenza worker`` starts a fresh worker in place, which reads the
+  mark and counts the death) and ``/healthz`` reports it dead meanwhile.
+
+The first death of a record that ran outside the serial mode is not pinned (only its range is), so
+the rule quarantines a record at the third death at most: one that narrows the range, two pinned.
+
+The watchdog finds the running record of the normal path without any per-record bookkeeping: it
+reads the locals ``unit``, ``started`` and ``finished`` of the worker's quantum loop (the code object
+given to :meth:`QuarantineGuard.watch`) in the worker thread's frame.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from types import CodeType, FrameType
+from typing import TYPE_CHECKING
+
+from confluent_kafka import Message, TopicPartition
+
+from cadenza.infra.kafka.clients import DeliveryReport, flush_or_raise, make_consumer, make_producer
+from cadenza.infra.kafka.errors import KafkaClientError
+from cadenza.infra.kafka.offsets import end_offsets
+from cadenza.infra.kafka.topics import TopicSpec
+from cadenza.settings import KafkaSettings
+from cadenza.worker.dead_letter import PipelineStoppedError
+
+if TYPE_CHECKING:
+    from cadenza.worker.runtime import Worker
+
+__all__ = [
+    "LEASE_SECONDS",
+    "MIN_LEASE",
+    "QUARANTINE_TOPIC",
+    "HangEvent",
+    "HangTracker",
+    "HungRecordError",
+    "Mark",
+    "QuarantineBook",
+    "QuarantineGuard",
+    "Route",
+    "quarantine_topic_spec",
+]
+
+QUARANTINE_TOPIC = "cadenza-quarantine"
+#: Records a lease covers at least (see the module docstring).
+MIN_LEASE = 100
+#: Seconds of a partition's recent fetch rate a lease covers: about one extension per second.
+LEASE_SECONDS = 1.0
+
+Key = tuple[str, int]
+
+_log = logging.getLogger("cadenza.worker")
+
+
+def quarantine_topic_spec(topic: str = QUARANTINE_TOPIC) -> TopicSpec:
+    """One partition (small records, read whole at each assignment), compacted by group and partition."""
+    return TopicSpec(topic, partitions=1, configs={"cleanup.policy": "compact"})
+
+
+class HungRecordError(KafkaClientError):
+    """A user call ran past ``max.poll.interval.ms``: the group has declared the partitions lost.
+
+    A :class:`KafkaClientError` so that the supervisor starts a fresh worker in place.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="_MAX_POLL_EXCEEDED", retriable=True)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """The control record of one group's input partition (see the module docstring)."""
+
+    high: int
+    clean: bool
+    running: int | None = None
+    deaths: int = 0
+    owner: str = ""
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "high": self.high,
+                "clean": self.clean,
+                "running": self.running,
+                "deaths": self.deaths,
+                "owner": self.owner,
+            }
+        ).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> Mark | None:
+        """The mark in a record; ``None`` for a tombstone or a record that is not a mark."""
+        if raw is None:
+            return None
+        try:
+            data = json.loads(raw)
+            high, clean, running, deaths = data["high"], data["clean"], data["running"], data["deaths"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        if not (
+            isinstance(high, int)
+            and isinstance(clean, bool)
+            and (running is None or isinstance(running, int))
+            and isinstance(deaths, int)
+        ):
+            return None
+        return cls(high, clean, running, deaths, str(data.get("owner", "")))
+
+
+class Route(Enum):
+    """What to do with a fetched record of a guarded partition."""
+
+    RUN = "run"  # the usual way, through the scheduler
+    ALONE = "alone"  # alone, behind a durable marker
+    QUARANTINE = "quarantine"  # dead-letter it, do not run it
+
+
+@dataclass
+class _Partition:
+    lease: int = 0
+    #: The fetch position, and the caller's clock, at the last lease extension (or the assignment).
+    base: int = 0
+    base_time: float = 0.0
+    #: Records below this offset run alone (0: none).
+    suspect_below: int = 0
+    #: The record the last death was pinned on, and how many deaths in a row it has.
+    pinned: int | None = None
+    deaths: int = 0
+    #: A record the watchdog pinned in the normal path (marker written by the watchdog).
+    hung: int | None = None
+    previous_owner: str = ""
+
+
+@dataclass
+class QuarantineBook:
+    """The pure state machine: per partition, which records run how, and which marks to write.
+
+    Every method returns the marks to write (produced and flushed by the caller before the records
+    they cover run); nothing here touches Kafka or a clock.
+    """
+
+    owner: str
+    min_lease: int = MIN_LEASE
+    parts: dict[Key, _Partition] = field(default_factory=dict)
+    #: After a hang past the poll interval: this worker writes nothing more (it is being replaced).
+    frozen: bool = False
+
+    def _mark(self, part: _Partition, **changes: object) -> Mark:
+        mark = Mark(part.lease, False, part.hung, 0, self.owner)
+        return replace(mark, **changes)  # type: ignore[arg-type]
+
+    @property
+    def suspect(self) -> bool:
+        """Whether some partition has records to run alone or to quarantine."""
+        return any(part.suspect_below for part in self.parts.values())
+
+    def assigned(self, key: Key, mark: Mark | None, now: float = 0.0) -> _Partition:
+        """Start guarding ``key``, given the last mark of its previous owner (``None``: never marked)."""
+        part = self.parts[key] = _Partition(base_time=now)
+        if mark is None or mark.clean:
+            return part
+        part.previous_owner = mark.owner
+        part.lease = mark.high
+        part.suspect_below = mark.high
+        if mark.running is not None:
+            part.pinned = mark.running
+            part.deaths = mark.deaths + 1
+            part.suspect_below = max(part.suspect_below, mark.running + 1)
+        return part
+
+    def route(self, key: Key, offset: int) -> tuple[Route, Mark | None]:
+        """How to run fetched record ``offset`` of ``key``, and the mark to write before it runs."""
+        part = self.parts.get(key)
+        if part is None or not part.suspect_below:
+            return Route.RUN, None
+        if offset >= part.suspect_below:
+            # Past the range the previous owner may have reached: suspicion over, marker cleared.
+            part.suspect_below = 0
+            part.pinned = None
+            part.deaths = 0
+            return Route.RUN, None if self.frozen else self._mark(part)
+        if part.pinned == offset and part.deaths >= 2:
+            return Route.QUARANTINE, None
+        part.lease = max(part.lease, offset + 1)
+        deaths = part.deaths if part.pinned == offset else 0
+        return Route.ALONE, None if self.frozen else self._mark(part, running=offset, deaths=deaths)
+
+    def quarantined(self, key: Key, offset: int) -> None:
+        """``offset`` was dead-lettered: its deaths are settled."""
+        part = self.parts.get(key)
+        if part is not None and part.pinned == offset:
+            part.pinned = None
+            part.deaths = 0
+
+    def leases(self, fetched: Iterable[tuple[Key, int]], now: float = 0.0) -> list[tuple[Key, Mark]]:
+        """Extended leases for partitions fetched beyond theirs (``fetched``: the next offset to run).
+
+        ``now`` (seconds, any monotonic clock) sizes the new lease to about ``LEASE_SECONDS`` of the
+        partition's fetch rate since the last extension.
+        """
+        if self.frozen:
+            return []
+        due: list[tuple[Key, Mark]] = []
+        parts = self.parts
+        for key, position in fetched:
+            part = parts.get(key)
+            if part is None or position <= part.lease:
+                continue
+            elapsed = max(now - part.base_time, 1e-3)
+            span = max(self.min_lease, math.ceil((position - part.base) / elapsed * LEASE_SECONDS))
+            part.base, part.base_time = position, now
+            part.lease = position + span
+            due.append((key, self._mark(part)))
+        return due
+
+    def released(self, key: Key) -> Mark | None:
+        """A clean release (revoke or stop after a commit): the mark says so, unless frozen."""
+        part = self.parts.pop(key, None)
+        if part is None or self.frozen:
+            return None
+        return Mark(part.lease, True, None, 0, self.owner)
+
+    def forget(self, key: Key) -> None:
+        """The partition was lost: nothing is written (its next owner must see the death)."""
+        self.parts.pop(key, None)
+
+    def pin(self, key: Key, offset: int) -> Mark | None:
+        """The watchdog saw ``offset`` hang in the normal path: the marker it writes."""
+        part = self.parts.get(key)
+        if part is None or self.frozen or part.suspect_below:
+            return None  # not owned any more, or the serial path's marker is already durable
+        part.hung = offset
+        return self._mark(part)
+
+    def unpin(self, key: Key, offset: int) -> Mark | None:
+        """The hanging call returned before the poll interval: the marker is cleared."""
+        part = self.parts.get(key)
+        if part is None or self.frozen or part.hung != offset:
+            return None
+        part.hung = None
+        return self._mark(part)
+
+
+class HangEvent(Enum):
+    PIN = "pin"  # past hang_timeout
+    DEAD = "dead"  # past the poll interval
+    RETURNED = "returned"  # a pinned call returned before the poll interval
+
+
+@dataclass
+class HangTracker:
+    """The watchdog's decisions from what it observes, on the caller's clock (pure)."""
+
+    hang_timeout: float
+    poll_interval: float
+    current: tuple[Key, int, float] | None = None
+    pinned: bool = False
+    dead: bool = False
+
+    def observe(self, now: float, running: tuple[Key, int, float] | None) -> list[HangEvent]:
+        """``running``: (partition, offset, start) of the user call running now, or ``None``."""
+        events: list[HangEvent] = []
+        if running != self.current:
+            if self.pinned and not self.dead:
+                events.append(HangEvent.RETURNED)
+            self.current, self.pinned, self.dead = running, False, False
+        if running is None:
+            return events
+        elapsed = now - running[2]
+        if elapsed >= self.hang_timeout and not self.pinned:
+            self.pinned = True
+            events.append(HangEvent.PIN)
+        if elapsed >= self.poll_interval and not self.dead:
+            self.dead = True
+            events.append(HangEvent.DEAD)
+        return events
+
+
+def running_unit(frame: FrameType | None, code: CodeType) -> tuple[Key, int, float] | None:
+    """(partition, offset, start) of the record a quantum loop runs, from the worker thread's frame."""
+    while frame is not None and frame.f_code is not code:
+        frame = frame.f_back
+    if frame is None:
+        return None
+    local = frame.f_locals
+    unit, started, finished = local.get("unit"), local.get("started"), local.get("finished")
+    if unit is None or not isinstance(started, float):
+        return None
+    if isinstance(finished, float) and finished >= started:
+        return None  # between two records
+    return (unit.topic, unit.partition), unit.offset, started
+
+
+class QuarantineGuard:
+    """The Kafka side: reads marks at assignment, writes them, runs records alone, watches for hangs."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        group: str,
+        owner: str,
+        *,
+        hang_timeout: float,
+        poll_interval: float,
+        topic: str = QUARANTINE_TOPIC,
+        timeout: float = 30.0,
+        min_lease: int = MIN_LEASE,
+    ) -> None:
+        self.settings = settings
+        self.group = group
+        self.topic = topic
+        self.timeout = timeout
+        self.book = QuarantineBook(owner, min_lease)
+        self.hang_timeout = hang_timeout
+        self.poll_interval = poll_interval
+        #: Quarantined records per input topic (``cadenza_records_quarantined_total``).
+        self.quarantined: dict[str, int] = {}
+        #: Set by the watchdog on a hang past the poll interval; the worker raises it.
+        self.failure: HungRecordError | None = None
+        self._lock = threading.Lock()
+        self._producer, self._producer_errors = make_producer(settings)
+        self._marks: dict[str, Mark | None] = {}
+        self._position = 0
+        #: (partition, offset, start) of the record running alone, for the watchdog.
+        self._alone: tuple[Key, int, float] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- the control topic ------------------------------------------------------------------------------
+
+    def _key(self, key: Key) -> bytes:
+        return json.dumps([self.group, key[0], key[1]]).encode()
+
+    def _write(self, marks: list[tuple[Key, Mark]]) -> None:
+        if not marks:
+            return
+        report = DeliveryReport()
+        for key, mark in marks:
+            self._producer.produce(self.topic, mark.encode(), self._key(key), on_delivery=report)
+        flush_or_raise(self._producer, report, self.timeout)
+        self._producer_errors.raise_fatal()
+
+    def _read(self) -> None:
+        """Read the control topic from where the last read stopped to its true end."""
+        end = end_offsets(self.settings, [(self.topic, 0)], self.timeout)[(self.topic, 0)]
+        if end <= self._position:
+            return
+        consumer, errors = make_consumer(
+            self.settings, f"cadenza-quarantine-reader-{uuid.uuid4().hex}", **{"fetch.wait.max.ms": 50}
+        )
+        mine = json.dumps([self.group])[:-1] + ","
+        try:
+            consumer.assign([TopicPartition(self.topic, 0, self._position)])
+            deadline = time.monotonic() + self.timeout
+            while self._position < end:
+                if time.monotonic() > deadline:
+                    raise KafkaClientError(
+                        f"could not read {self.topic!r} to its end within {self.timeout:.0f} s"
+                    )
+                errors.raise_fatal()
+                message = consumer.poll(0.2)
+                if message is None or message.error() is not None:
+                    continue
+                offset = message.offset()
+                if offset is not None:
+                    self._position = max(self._position, offset + 1)
+                key = message.key()
+                if key is not None and key.decode(errors="replace").startswith(mine):
+                    self._marks[key.decode(errors="replace")] = Mark.decode(message.value())
+        finally:
+            consumer.close()
+
+    # -- the worker's hooks -----------------------------------------------------------------------------
+
+    @property
+    def suspect(self) -> bool:
+        return self.book.suspect
+
+    def assigned(self, partitions: list[TopicPartition]) -> None:
+        """Read the partitions' marks and decide how their first records run (in the assign callback)."""
+        if not partitions:
+            return
+        self._read()
+        unclean: list[str] = []
+        with self._lock:
+            for tp in partitions:
+                key = (tp.topic, tp.partition)
+                mark = self._marks.get(self._key(key).decode())
+                part = self.book.assigned(key, mark, time.monotonic())
+                if not part.suspect_below:
+                    continue
+                if part.pinned is not None:
+                    _log.error(
+                        "%s[%d]: its previous owner (%s) died or was declared lost while offset %d was "
+                        "running (death %d of that record in a row); records below offset %d run one at "
+                        "a time behind a marker%s",
+                        tp.topic,
+                        tp.partition,
+                        part.previous_owner or "?",
+                        part.pinned,
+                        part.deaths,
+                        part.suspect_below,
+                        "; that record is quarantined" if part.deaths >= 2 else "",
+                    )
+                else:
+                    unclean.append(f"{tp.topic}[{tp.partition}] below offset {part.suspect_below}")
+        if unclean:  # one line per assignment: a crash under load leaves many partitions unclean
+            _log.warning(
+                "partitions not released cleanly by their previous owner: %s; those records run one at a "
+                "time behind a marker, so that a record that kills the worker is pinned",
+                ", ".join(unclean),
+            )
+
+    def released(self, partitions: list[TopicPartition]) -> None:
+        """A clean revoke or stop (after its commit): the partitions' suspicion is cleared."""
+        with self._lock:
+            marks = [
+                (k, m)
+                for k in ((tp.topic, tp.partition) for tp in partitions)
+                if (m := self.book.released(k))
+            ]
+        self._write(marks)
+
+    def lost(self, partitions: list[TopicPartition]) -> None:
+        with self._lock:
+            for tp in partitions:
+                self.book.forget((tp.topic, tp.partition))
+
+    def extend(self, fetched: Iterable[tuple[Key, int]]) -> None:
+        """Before queued records run: extend the leases they would pass (once per batch at most)."""
+        with self._lock:
+            marks = self.book.leases(fetched, time.monotonic())
+        self._write(marks)
+
+    def admit(self, worker: Worker, messages: list[Message]) -> None:
+        """Admit a batch while some partition is suspect: its records in range run alone, in order."""
+        normal: list[Message] = []
+        for message in messages:
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            if message.error() is not None or topic is None or partition is None or offset is None:
+                normal.append(message)
+                continue
+            key = (topic, partition)
+            with self._lock:
+                route, mark = self.book.route(key, offset)
+            if mark is not None:
+                self._write([(key, mark)])
+            if route is Route.RUN:
+                normal.append(message)
+                continue
+            if normal:
+                worker.admit(normal)
+                normal = []
+            if route is Route.QUARANTINE:
+                self._quarantine(worker, message, key, offset)
+            else:
+                self._run_alone(worker, message, key, offset)
+            if self.failure is not None:
+                raise self.failure
+        if normal:
+            worker.admit(normal)
+
+    def _quarantine(self, worker: Worker, message: Message, key: Key, offset: int) -> None:
+        with self._lock:
+            deaths = self.book.parts[key].deaths if key in self.book.parts else 2
+            self.book.quarantined(key, offset)
+        why = (
+            f"quarantined: the worker died or was declared lost {deaths} times in a row while this record "
+            f"was running (a crash, an OOM kill or a hang past max.poll.interval.ms); it was not run again"
+        )
+        _log.error("%s[%d]@%d %s", key[0], key[1], offset, why)
+        for task in worker._tasks_of(key[0]):
+            dead = task.decoder.dead
+            dead.quarantined(message, key[0], key[1], offset, node_id=task.subtopology.entry, why=why)
+        self.quarantined[key[0]] = self.quarantined.get(key[0], 0) + 1
+        worker._checkpoint.inflight.admitted(worker._checkpoint.inflight.progress(*key), offset, [offset, 0])
+
+    def _run_alone(self, worker: Worker, message: Message, key: Key, offset: int) -> None:
+        topic, partition = key
+        pending = [offset, worker._held.get(topic, 0) if worker._held else 0]
+        now = time.time()
+        self._alone = (key, offset, time.perf_counter())
+        try:
+            for decode, schedule in worker._stages.get(topic, ()):
+                unit = decode(message, topic, partition, offset)
+                if unit is None:
+                    continue
+                unit.ctx = schedule.context(unit, message, now)
+                metrics = schedule.metrics
+                metrics.consumed += 1
+                started = time.perf_counter()
+                try:
+                    schedule.run(unit, unit.key, unit.value, unit.event_time, None)
+                except PipelineStoppedError as stopped:
+                    worker.stop_pipeline(stopped)
+                    pending[1] += 1  # the record stays uncommitted, as in the scheduled path
+                    continue
+                metrics.record_run(0.0, time.perf_counter() - started)
+                worker.counters.units += 1
+        finally:
+            self._alone = None
+        worker.counters.consumed += 1
+        inflight = worker._checkpoint.inflight
+        inflight.admitted(inflight.progress(topic, partition), offset, pending)
+
+    # -- the watchdog -----------------------------------------------------------------------------------
+
+    def watch(self, thread_id: int, code: CodeType, on_dead: Callable[[HungRecordError], None]) -> None:
+        """Start the watchdog over the worker thread ``thread_id`` whose quantum loop is ``code``."""
+        if self._thread is not None:
+            return
+        tracker = HangTracker(self.hang_timeout, self.poll_interval)
+        interval = max(0.05, min(1.0, self.hang_timeout / 4))
+
+        def loop() -> None:
+            while not self._stop.wait(interval):
+                alone = self._alone
+                running = alone or running_unit(sys._current_frames().get(thread_id), code)
+                for event in tracker.observe(time.perf_counter(), running):
+                    self._on_hang(event, tracker, alone is not None, on_dead)
+
+        self._thread = threading.Thread(target=loop, name="cadenza-hang-watchdog", daemon=True)
+        self._thread.start()
+
+    def _on_hang(
+        self, event: HangEvent, tracker: HangTracker, alone: bool, on_dead: Callable[[HungRecordError], None]
+    ) -> None:
+        current = tracker.current
+        if current is None:
+            return
+        key, offset, _started = current
+        where = f"{key[0]}[{key[1]}]@{offset}"
+        if event is HangEvent.PIN:
+            with self._lock:
+                mark = None if alone else self.book.pin(key, offset)
+            try:
+                self._write([(key, mark)] if mark is not None else [])
+            except KafkaClientError as exc:
+                _log.error("could not write the marker of %s: %s", where, exc)
+            _log.error(
+                "a user function has run for more than %.1f s on %s; it counts as a death of that record if "
+                "it runs past max.poll.interval.ms (%.0f s), and a record running at two deaths is "
+                "quarantined",
+                self.hang_timeout,
+                where,
+                self.poll_interval,
+            )
+        elif event is HangEvent.DEAD:
+            with self._lock:
+                self.book.frozen = True
+            self.failure = HungRecordError(
+                f"a user function ran past max.poll.interval.ms ({self.poll_interval:.0f} s) on {where}: the "
+                "group declared this worker's partitions lost; a fresh worker takes over"
+            )
+            _log.error("%s", self.failure)
+            on_dead(self.failure)
+        else:
+            with self._lock:
+                mark = self.book.unpin(key, offset)
+            if mark is not None:
+                _log.warning("%s returned before max.poll.interval.ms; its marker is cleared", where)
+                try:
+                    self._write([(key, mark)])
+                except KafkaClientError as exc:
+                    _log.error("could not clear the marker of %s: %s", where, exc)
+
+    def close(self) -> None:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(5)
+        self._producer.flush(self.timeout)

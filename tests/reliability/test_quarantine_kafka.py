@@ -1,0 +1,253 @@
+"""Issue 15, poison-pill quarantine: a record that was running at two deaths of its worker (a crash the
+worker cannot catch, an OOM kill, a hang past the poll interval) is dead-lettered with disposition
+``quarantined`` instead of being run again, and the pipeline goes on; a clean stop, or a record that
+dies and then passes, quarantines nothing.
+
+The worker is a ``cadenza worker`` process restarted by the test after each death, as a container's
+restart policy would; ``os._exit(137)`` stands in for an OOM kill or a segfault.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cadenza.settings import KafkaSettings
+from cadenza.testing.pytest_plugin import NewTopic
+from cadenza.worker.dead_letter import DISPOSITION_HEADER, SOURCE_OFFSET_HEADER
+from tests.reliability._support import Headed, WorkerProcess, group, produce_with_headers, quick
+from tests.worker.kafka_io import Reader, Record, reading
+
+pytestmark = [pytest.mark.kafka]
+
+RECORDS = 30
+#: Log lines unwrapped, so that the test can find them.
+WIDE = {"COLUMNS": "400"}
+POISON = 10
+
+MODULE = """
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from cadenza import Pipeline
+
+def check(value):
+    if value["n"] == {poison}:
+        {action}
+    return value
+
+p = Pipeline("q-{suffix}", tenant="t", latency_target="1s", dead_letter_topic={dlq!r})
+p.source({source!r}).map(check).sink({sink!r})
+"""
+
+CRASH = "os._exit(137)  # an OOM kill or a segfault: nothing can catch it"
+HANG = "time.sleep({seconds})  # past --max-poll-interval"
+# Dies the first ``times`` times it meets the record, then passes (a flaky crash).
+FLAKY = """counter = Path({path!r})
+        seen = int(counter.read_text()) if counter.exists() else 0
+        counter.write_text(str(seen + 1))
+        if seen < {times}:
+            os._exit(137)"""
+
+
+def _module(tmp_path: Path, action: str, source: str, sink: str, dlq: str) -> Path:
+    module = tmp_path / "poison.py"
+    module.write_text(
+        MODULE.format(
+            poison=POISON, action=action, suffix=tmp_path.name[-8:], source=source, sink=sink, dlq=dlq
+        )
+    )
+    return module
+
+
+def _records() -> list[Headed]:
+    return [
+        (f"k{n}".encode(), json.dumps({"n": n}).encode(), 0, [("origin", f"test-{n}")])
+        for n in range(RECORDS)
+    ]
+
+
+def _results(reader: Reader, sink: str) -> list[int]:
+    return [json.loads(r.value or b"")["n"] for r in reader.records[sink]]
+
+
+def _at_least(topic: str, count: int) -> Callable[[dict[str, list[Record]]], bool]:
+    return lambda got: len(got[topic]) >= count
+
+
+def _all_but_poison(records: list[Record]) -> bool:
+    return set(range(RECORDS)) - {POISON} <= {json.loads(r.value or b"")["n"] for r in records}
+
+
+def _run_with_restarts(
+    module: Path,
+    settings: KafkaSettings,
+    name: str,
+    log: Path,
+    reader: Reader,
+    *args: str,
+    done: Callable[[dict[str, list[Record]]], bool],
+    timeout: float,
+) -> tuple[WorkerProcess, list[int]]:
+    """Start the worker, restart it after every death, until ``done(reader.records)``; return the
+    running worker and the exit codes of the dead ones."""
+    deadline = time.monotonic() + timeout
+    codes: list[int] = []
+    worker = WorkerProcess(module, settings, name, log, *args, env=WIDE, metrics=True)
+    while True:
+        reader.poll(0.2)
+        if done(reader.records):
+            return worker, codes
+        code = worker.process.poll()
+        if code is not None:
+            codes.append(code)
+            assert len(codes) <= 4, f"too many deaths {codes}:\n{worker.text()[-3000:]}"
+            worker = WorkerProcess(module, settings, name, log, *args, env=WIDE, metrics=True)
+        assert time.monotonic() < deadline, (
+            f"not done within {timeout:.0f} s (deaths {codes}):\n{worker.text()[-4000:]}"
+        )
+
+
+@pytest.mark.timeout(120)
+def test_a_record_that_kills_its_worker_is_quarantined_and_the_pipeline_goes_on(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    settings = quick(kafka_settings)
+    source, sink, dlq = new_topic(partitions=1), new_topic(partitions=1), new_topic(partitions=1)
+    module = _module(tmp_path, CRASH, source, sink, dlq)
+    name = group()
+    with reading(settings, [sink, dlq]) as reader:
+        produce_with_headers(settings, source, _records())
+        worker, codes = _run_with_restarts(
+            module,
+            settings,
+            name,
+            tmp_path / "worker.log",
+            reader,
+            done=lambda got: len(got[dlq]) >= 1 and _all_but_poison(got[sink]),
+            timeout=100,
+        )
+        try:
+            # The worker runs on: records produced after the quarantine are processed too.
+            produce_with_headers(
+                settings, source, [(None, json.dumps({"n": 100 + n}).encode(), 0, []) for n in range(5)]
+            )
+            reader.wait_for(
+                lambda got: {100, 104} <= set(_results(reader, sink)), timeout=30, what="later records"
+            )
+            worker.alive()
+            reader.settle(1.0)
+            exposition = worker.scrape()
+        finally:
+            code = worker.terminate()
+    log = " ".join(worker.text().split())
+    assert code == 0, log[-3000:]
+    # Counted by the worker that quarantined it.
+    assert f'cadenza_records_quarantined_total{{topic="{source}"}} 1.0' in exposition, exposition
+    quarantined = [
+        line for line in exposition.splitlines() if line.startswith("cadenza_records_dead_lettered_total{")
+    ]
+    assert len(quarantined) == 1 and 'reason="quarantined"' in quarantined[0], quarantined
+    assert quarantined[0].endswith(" 1.0"), quarantined
+    # The rule: one death that only narrows the range, two pinned on the record, then quarantined.
+    assert codes == [137, 137, 137], codes
+    [letter] = reader.records[dlq]
+    assert letter.header(DISPOSITION_HEADER) == "quarantined"
+    assert letter.header("cadenza-error-type") == "Quarantined"
+    assert "2 times in a row" in letter.header("cadenza-error")
+    assert int(letter.header(SOURCE_OFFSET_HEADER)) == POISON
+    assert letter.key == f"k{POISON}".encode() and json.loads(letter.value or b"") == {"n": POISON}
+    assert letter.header("origin") == f"test-{POISON}"  # the original headers are kept
+    results = _results(reader, sink)
+    assert POISON not in results
+    assert set(results) == (set(range(RECORDS)) - {POISON}) | {100 + n for n in range(5)}
+    assert "is quarantined" in log and "run one at a time behind a marker" in log
+
+
+@pytest.mark.timeout(150)
+def test_a_record_that_hangs_past_the_poll_interval_is_quarantined(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    settings = quick(kafka_settings)
+    source, sink, dlq = new_topic(partitions=1), new_topic(partitions=1), new_topic(partitions=1)
+    module = _module(tmp_path, HANG.format(seconds=7), source, sink, dlq)
+    name = group()
+    with reading(settings, [sink, dlq]) as reader:
+        produce_with_headers(settings, source, _records())
+        worker, codes = _run_with_restarts(
+            module,
+            settings,
+            name,
+            tmp_path / "worker.log",
+            reader,
+            "--max-poll-interval",
+            "4",
+            "--hang-timeout",
+            "1.5",
+            done=lambda got: len(got[dlq]) >= 1 and _all_but_poison(got[sink]),
+            timeout=130,
+        )
+        try:
+            worker.alive()
+            reader.settle(1.0)
+        finally:
+            code = worker.terminate()
+    log = " ".join(worker.text().split())
+    assert code == 0, log[-3000:]
+    assert codes == [], codes  # the process never died: the worker restarted in place
+    assert log.count("a user function has run for more than 1.5 s") >= 2, log[-4000:]
+    assert log.count("ran past max.poll.interval.ms") >= 2, log[-4000:]
+    [letter] = reader.records[dlq]
+    assert letter.header(DISPOSITION_HEADER) == "quarantined"
+    assert int(letter.header(SOURCE_OFFSET_HEADER)) == POISON
+    # A hung call that returns after its worker was declared lost may have produced its result: the
+    # record did run to its end once. Every other record's result is there.
+    assert set(_results(reader, sink)) - {POISON} == set(range(RECORDS)) - {POISON}
+
+
+@pytest.mark.timeout(150)
+def test_clean_stops_and_a_record_that_dies_then_passes_quarantine_nothing(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    settings = quick(kafka_settings)
+    source, sink, dlq = new_topic(partitions=1), new_topic(partitions=1), new_topic(partitions=1)
+    # Dies twice on the record (a death that narrows the range, then one pinned on it), then passes.
+    module = _module(tmp_path, FLAKY.format(path=str(tmp_path / "seen"), times=2), source, sink, dlq)
+    name = group()
+    log = tmp_path / "worker.log"
+    with reading(settings, [sink, dlq]) as reader:
+        # Clean stops and starts first: nothing suspect, nothing quarantined.
+        first: list[Headed] = [(None, json.dumps({"n": 1000 + n}).encode(), 0, []) for n in range(10)]
+        for round_ in range(2):
+            worker = WorkerProcess(module, settings, name, log, env=WIDE)
+            produce_with_headers(settings, source, first[5 * round_ : 5 * round_ + 5])
+            reader.wait_for(_at_least(sink, 5 * round_ + 5), timeout=45, what="clean round")
+            assert worker.terminate() == 0
+        assert "behind a marker" not in worker.text()
+        produce_with_headers(settings, source, _records())
+        worker, codes = _run_with_restarts(
+            module,
+            settings,
+            name,
+            log,
+            reader,
+            done=lambda got: set(range(RECORDS)) <= {json.loads(r.value or b"")["n"] for r in got[sink]},
+            timeout=120,
+        )
+        try:
+            worker.alive()
+            reader.settle(2.0)
+        finally:
+            code = worker.terminate()
+    assert code == 0
+    assert codes == [137, 137], codes
+    assert reader.records[dlq] == []  # died at one pinned death only: not quarantined
+    results = _results(reader, sink)
+    assert set(results) == set(range(RECORDS)) | {1000 + n for n in range(10)}
+    assert "is quarantined" not in worker.text()

@@ -1,0 +1,226 @@
+"""The quarantine state machine (no broker): leases, the serial mode after an unclean death, pinning,
+the two-deaths rule, clean releases, the hang watchdog's decisions and how it finds the running record.
+
+A brute-force model of the rule is played against the book with hypothesis: a partition of records,
+some of which kill every worker that runs them; owners run from the committed offset, die or release
+cleanly; the model says which record must be quarantined and when.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cadenza import Pipeline
+from cadenza.errors import ConfigError
+from cadenza.settings import KafkaSettings
+from cadenza.worker import Worker
+from cadenza.worker.quarantine import (
+    LEASE_SECONDS,
+    HangEvent,
+    HangTracker,
+    Mark,
+    QuarantineBook,
+    Route,
+    running_unit,
+)
+
+KEY = ("in", 0)
+
+
+def test_a_mark_round_trips_and_garbage_is_no_mark() -> None:
+    mark = Mark(120, False, 7, 1, "w1")
+    assert Mark.decode(mark.encode()) == mark
+    assert Mark.decode(None) is None
+    assert Mark.decode(b"{") is None
+    assert Mark.decode(b'{"high": "1", "clean": false, "running": null, "deaths": 0}') is None
+
+
+def test_a_fresh_partition_runs_normally_behind_a_lease_extended_before_its_records_run() -> None:
+    book = QuarantineBook("w", min_lease=10)
+    book.assigned(KEY, None)
+    assert not book.suspect
+    assert book.route(KEY, 0) == (Route.RUN, None)
+    # Five records fetched: the lease (none yet) must cover them before they run.
+    [(key, mark)] = book.leases([(KEY, 5)], now=1.0)
+    assert key == KEY and mark == Mark(15, False, None, 0, "w")  # slow: the minimum lease
+    assert book.leases([(KEY, 15)], now=1.5) == []  # still covered: nothing to write
+    # 995 records in half a second: the lease covers about a second of that rate.
+    [(_, mark)] = book.leases([(KEY, 1000)], now=1.5)
+    assert mark.high == 1000 + math.ceil(995 / 0.5 * LEASE_SECONDS)
+    assert book.released(KEY) == Mark(mark.high, True, None, 0, "w")
+
+
+def test_an_unpinned_death_runs_its_range_alone_then_normally() -> None:
+    book = QuarantineBook("w2", min_lease=10)
+    book.assigned(KEY, Mark(15, False, None, 0, "w1"))
+    assert book.suspect
+    route, mark = book.route(KEY, 3)
+    assert route is Route.ALONE and mark == Mark(15, False, 3, 0, "w2")
+    route, mark = book.route(KEY, 14)
+    assert route is Route.ALONE and mark is not None and mark.running == 14
+    route, mark = book.route(KEY, 15)  # past the range: the marker is cleared before it runs
+    assert route is Route.RUN and mark == Mark(15, False, None, 0, "w2")
+    assert not book.suspect
+
+
+def test_two_pinned_deaths_quarantine_and_one_death_then_a_pass_does_not() -> None:
+    book = QuarantineBook("w3", min_lease=10)
+    # Second death, pinned on offset 4 (the marker carried no earlier deaths).
+    book.assigned(KEY, Mark(15, False, 4, 0, "w2"))
+    assert book.route(KEY, 4) == (Route.ALONE, Mark(15, False, 4, 1, "w3"))
+    # It dies again: the next owner sees deaths=1 on the same record -> 2: quarantined.
+    book = QuarantineBook("w4", min_lease=10)
+    book.assigned(KEY, Mark(15, False, 4, 1, "w3"))
+    assert book.route(KEY, 3)[0] is Route.ALONE
+    assert book.route(KEY, 4) == (Route.QUARANTINE, None)
+    book.quarantined(KEY, 4)
+    route, mark = book.route(KEY, 5)
+    assert route is Route.ALONE and mark is not None and mark.deaths == 0
+    # A record that died once and passes on its retry: the next marker carries no deaths for it.
+    book = QuarantineBook("w5", min_lease=10)
+    book.assigned(KEY, Mark(15, False, 4, 0, "w4"))
+    assert book.route(KEY, 4)[1] == Mark(15, False, 4, 1, "w5")
+    assert book.route(KEY, 5)[1] == Mark(15, False, 5, 0, "w5")
+
+
+def test_a_clean_release_clears_suspicion_and_a_lost_partition_writes_nothing() -> None:
+    book = QuarantineBook("w", min_lease=10)
+    book.assigned(KEY, Mark(15, True, 4, 1, "old"))  # released cleanly: no suspicion, whatever it says
+    assert not book.suspect
+    book.forget(KEY)
+    assert book.released(KEY) is None
+
+
+def test_the_watchdog_pin_is_kept_by_leases_cleared_on_return_and_frozen_after_a_death() -> None:
+    book = QuarantineBook("w", min_lease=10)
+    book.assigned(KEY, None)
+    book.leases([(KEY, 3)], now=10.0)
+    assert book.pin(KEY, 2) == Mark(13, False, 2, 0, "w")
+    [(_, mark)] = book.leases([(KEY, 20)], now=20.0)
+    assert mark.running == 2  # a lease written meanwhile keeps the marker
+    assert book.unpin(KEY, 2) == Mark(mark.high, False, None, 0, "w")
+    assert book.unpin(KEY, 2) is None
+    book.pin(KEY, 5)
+    book.frozen = True  # past the poll interval: this worker is being replaced
+    assert book.leases([(KEY, 1000)]) == []
+    assert book.unpin(KEY, 5) is None
+    assert book.released(KEY) is None
+    # In the serial mode the marker is already durable: the watchdog writes nothing.
+    serial = QuarantineBook("w", min_lease=10)
+    serial.assigned(KEY, Mark(15, False, None, 0, "x"))
+    assert serial.pin(KEY, 3) is None
+
+
+def test_the_hang_tracker_pins_past_the_timeout_and_declares_death_past_the_poll_interval() -> None:
+    tracker = HangTracker(hang_timeout=2.0, poll_interval=5.0)
+    call = (KEY, 7, 100.0)
+    assert tracker.observe(100.5, call) == []
+    assert tracker.observe(102.0, call) == [HangEvent.PIN]
+    assert tracker.observe(103.0, call) == []
+    assert tracker.observe(104.0, None) == [HangEvent.RETURNED]  # back before the poll interval
+    other = (KEY, 8, 110.0)
+    assert tracker.observe(116.0, other) == [HangEvent.PIN, HangEvent.DEAD]
+    assert tracker.observe(200.0, None) == []  # a dead call's return clears nothing
+    assert tracker.observe(200.0, (KEY, 9, 199.9)) == []
+
+
+class _Unit:
+    topic = "in"
+    partition = 0
+    offset = 42
+
+
+def _quantum_loop(units: list[_Unit], probe: list[object]) -> None:
+    """Shaped like the worker's quantum loop: the locals the watchdog reads."""
+    perf = time.perf_counter
+    for unit in units:  # noqa: B007 - read from the frame, as in the worker
+        started = perf()
+        probe.append(running_unit(sys._getframe(), _quantum_loop.__code__))
+        finished = perf()
+        del finished
+    del started, unit
+
+
+def test_the_watchdog_reads_the_running_record_from_the_quantum_loop_frame() -> None:
+    probe: list[object] = []
+    _quantum_loop([_Unit(), _Unit()], probe)
+    assert len(probe) == 2
+    for seen in probe:
+        assert isinstance(seen, tuple)
+        assert seen[0] == ("in", 0) and seen[1] == 42 and isinstance(seen[2], float)
+    assert running_unit(sys._getframe(), _quantum_loop.__code__) is None  # not inside the loop
+
+
+# -- the rule against a brute force -------------------------------------------------------------------
+
+
+def _simulate(records: int, poison: set[int], max_lives: int) -> tuple[list[int], int, list[int]]:
+    """Owners one after another; each runs from the committed offset through the book, dying on a
+    poison record (records after the range run normally; a death there is unpinned). Returns the
+    quarantined offsets, the deaths and the offsets that ran to completion, in order."""
+    mark: Mark | None = None
+    committed = 0
+    quarantined: list[int] = []
+    done: list[int] = []
+    deaths = 0
+    for life in range(max_lives):
+        book = QuarantineBook(f"w{life}", min_lease=3)
+        book.assigned(KEY, mark, now=float(life * 100))
+        latest: Mark | None = mark
+        died = False
+        offset = committed
+        while offset < records:
+            route, write = book.route(KEY, offset)
+            if write is not None:
+                latest = write
+            if route is Route.RUN:
+                for _, lease in book.leases([(KEY, offset + 1)], now=float(life * 100 + offset)):
+                    latest = lease
+            if route is Route.QUARANTINE:
+                book.quarantined(KEY, offset)
+                quarantined.append(offset)
+            elif offset in poison:
+                died = True
+                break
+            else:
+                done.append(offset)
+            offset += 1
+            committed = offset  # commits right after, as the worker may
+        if not died:
+            break
+        deaths += 1
+        mark = latest
+    return quarantined, deaths, done
+
+
+@given(
+    records=st.integers(min_value=1, max_value=30),
+    poison=st.sets(st.integers(min_value=0, max_value=29), max_size=4),
+)
+@settings(max_examples=200, deadline=None)
+def test_every_poison_record_is_quarantined_after_at_most_three_deaths_and_nothing_else(
+    records: int, poison: set[int]
+) -> None:
+    poison = {p for p in poison if p < records}
+    quarantined, deaths, done = _simulate(records, poison, max_lives=3 * len(poison) + 2)
+    # Brute force: exactly the poison records are quarantined, each after at most 3 deaths, and
+    # every other record runs (the pipeline goes on).
+    assert sorted(quarantined) == sorted(poison)
+    assert deaths <= 3 * len(poison)
+    assert sorted(set(done)) == sorted(set(range(records)) - poison)
+
+
+def test_the_hang_timeout_must_lie_below_the_poll_interval_which_must_cover_the_session() -> None:
+    pipeline = Pipeline("hang-settings", tenant="t", latency_target="1s")
+    pipeline.source("in").map(lambda v: v).sink("out")
+    settings = KafkaSettings(bootstrap_servers="127.0.0.1:1", session_timeout_ms=6000)
+    assert Worker([pipeline], settings, max_poll_interval=10.0).hang_timeout == 8.0
+    for poll, hang in ((10.0, 10.0), (10.0, 0.0), (5.0, 1.0)):
+        with pytest.raises(ConfigError, match="hang_timeout"):
+            Worker([pipeline], settings, max_poll_interval=poll, hang_timeout=hang)
