@@ -4,6 +4,13 @@ Level 1 orders operator-partitions by the priority of their head record; level 2
 one operator-partition in arrival (offset) order, always. Reordering only across operator-partitions
 is what lets deadlines reorder work without breaking keyed state, watermarks or per-partition commits.
 
+Records that share one context object (the worker gives the records of a partition that arrived
+together one context, see :mod:`cadenza.worker.deadlines`) are stored as one run: one
+``[context, count]`` entry beside the records, so queueing a record costs an identity test and an
+increment instead of a new entry. A run has one priority by construction (a priority is a function of
+the context), so the order is exactly the order of queueing each record with its own equal context;
+runs are never merged across different context objects, however equal.
+
 Execution is non-preemptive: the executor takes a :class:`Quantum` (up to ``max_records`` records,
 or as many as fit in ``max_seconds`` of clock time, at least one) from the chosen operator-partition,
 runs it, and asks again; priorities are re-checked between quanta.
@@ -50,12 +57,25 @@ _NOT_READY = -1  # ``seq`` of a partition that is empty or being run
 _STATIC, _MONOTONE, _SCAN = 0, 1, 2  # how head priorities are evaluated (see the module docstring)
 
 
+class _Run:
+    """Consecutive queued records of one operator-partition that share one context object."""
+
+    __slots__ = ("ctx", "left")
+
+    def __init__(self, ctx: SchedulingContext) -> None:
+        self.ctx = ctx
+        self.left = 1
+
+
 class _OpPartition(Generic[K, T]):
-    __slots__ = ("key", "queue", "seq")
+    __slots__ = ("key", "queue", "runs", "seq")
 
     def __init__(self, key: K) -> None:
         self.key = key
-        self.queue: deque[tuple[SchedulingContext, T]] = deque()
+        #: The records, in queueing order.
+        self.queue: deque[T] = deque()
+        #: The runs of those records, oldest first; their ``left`` counts add up to ``len(queue)``.
+        self.runs: deque[_Run] = deque()
         # Sequence number of the partition's live heap entry (also its tie-breaker when heads are
         # scanned), or _NOT_READY.
         self.seq = _NOT_READY
@@ -112,7 +132,13 @@ class Quantum(Generic[K, T]):
             ):
                 self._taken = taken + 1
                 sched._size -= 1
-                return queue.popleft()
+                run = self._part.runs[0]
+                left = run.left
+                if left == 1:
+                    self._part.runs.popleft()
+                else:
+                    run.left = left - 1
+                return run.ctx, queue.popleft()
             self.close()
         raise StopIteration
 
@@ -226,18 +252,38 @@ class Scheduler(Generic[K, T]):
 
     def head(self, key: K) -> tuple[SchedulingContext, T] | None:
         part = self._parts.get(key)
-        return part.queue[0] if part is not None and part.queue else None
+        if part is None or not part.queue:
+            return None
+        return part.runs[0].ctx, part.queue[0]
+
+    def runs(self, key: K) -> int:
+        """Queue entries (runs of records sharing one context) of an operator-partition."""
+        part = self._parts.get(key)
+        return 0 if part is None else len(part.runs)
 
     def enqueue(self, key: K, ctx: SchedulingContext, item: T) -> None:
-        """Append a record to its operator-partition; callers enqueue in offset order."""
+        """Append a record to its operator-partition; callers enqueue in offset order.
+
+        A record queued with the very context object of the record queued before it in the same
+        operator-partition joins that record's run (see the module docstring).
+        """
         part = self._parts.get(key)
         if part is None:
             part = self._parts[key] = _OpPartition(key)
         queue = part.queue
-        queue.append((ctx, item))
+        queue.append(item)
         self._size += 1
-        if len(queue) == 1 and (self._active is None or self._active._part is not part):
-            self._push(part)
+        runs = part.runs
+        if runs:
+            tail = runs[-1]
+            if tail.ctx is ctx:
+                tail.left += 1
+                return
+            runs.append(_Run(ctx))
+        else:
+            runs.append(_Run(ctx))
+            if self._active is None or self._active._part is not part:
+                self._push(part)
 
     def next_batch(self) -> Quantum[K, T] | None:
         """Close the open quantum, if any, and open one on the best operator-partition (``None`` if idle)."""
@@ -272,6 +318,7 @@ class Scheduler(Generic[K, T]):
             return 0
         dropped = len(part.queue)
         part.queue.clear()
+        part.runs.clear()
         part.seq = _NOT_READY  # its heap entry, if any, is now stale
         self._size -= dropped
         return dropped
@@ -281,7 +328,7 @@ class Scheduler(Generic[K, T]):
         self._seq = seq + 1
         part.seq = seq
         if self._mode != _SCAN:
-            heappush(self._heap, (self._priority(part.queue[0][0], self._now()), seq, part))
+            heappush(self._heap, (self._priority(part.runs[0].ctx, self._now()), seq, part))
 
     def _pick_by_rekeying(self) -> _OpPartition[K, T] | None:
         now = self._now()
@@ -292,7 +339,7 @@ class Scheduler(Generic[K, T]):
             if seq != part.seq:
                 heappop(heap)
                 continue
-            current = priority(part.queue[0][0], now)
+            current = priority(part.runs[0].ctx, now)
             # Stale: every other key is a lower bound of its own priority, so look at the top again.
             if current > stale_key:  # type: ignore[operator]  # one policy's priorities are comparable
                 heapreplace(heap, (current, seq, part))
@@ -310,7 +357,7 @@ class Scheduler(Generic[K, T]):
             seq = part.seq
             if seq == _NOT_READY:
                 continue
-            sort_key = (priority(part.queue[0][0], now), seq)
+            sort_key = (priority(part.runs[0].ctx, now), seq)
             if best_key is None or sort_key < best_key:
                 best, best_key = part, sort_key
         return best
