@@ -700,7 +700,7 @@ class Worker:
                     pipeline,
                     operator,
                     partition,
-                    ctx.trace_id,
+                    unit.trace_id,
                     queue_wait,
                     run_time,
                     ctx.frontier_time,
