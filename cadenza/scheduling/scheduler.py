@@ -24,10 +24,17 @@ How priorities are evaluated depends on what the policy declares:
 
 - static (the default; fifo, edf, sjf): the priority of a head is computed once, when it becomes
   head. Enqueue and pick are O(log n).
-- ``time_dependent`` and ``monotone_priority`` (fair, and cameo, whose tardy records are postponed):
+- ``time_dependent`` and ``monotone_priority`` (fair; user policies):
   priorities change while records wait, but only upwards, so a heap key is a lower bound of the
   true priority. At a pick the top entry is re-evaluated; if its key was stale it is re-keyed in
   place and the next top is examined, otherwise it is the true minimum. O(log n) per re-keyed entry.
+- ``postpones_tardy`` (cameo): a head's priority is its start deadline ``d`` while ``now <= d``, and
+  ``now + p`` after (``policy.deadline_parts(ctx) == (d, p)``). Under overload every waiting head
+  turns tardy and its priority moves with the clock, so lazy re-keying would re-key every head at
+  every pick (linear in the partitions). Instead on-time heads sit in a heap by ``d`` and tardy ones
+  in a second heap by ``p``, whose order does not change with ``now``; a pick moves the heads that
+  turned tardy from the first heap to the second (each head moves at most once) and compares the
+  two tops. O(log n) amortized per pick.
 - ``time_dependent`` only: no order can be kept, so every ready head is evaluated at each pick:
   O(ready partitions) per quantum, correct by construction.
 
@@ -54,7 +61,8 @@ K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
 _NOT_READY = -1  # ``seq`` of a partition that is empty or being run
-_STATIC, _MONOTONE, _SCAN = 0, 1, 2  # how head priorities are evaluated (see the module docstring)
+# How head priorities are evaluated (see the module docstring).
+_STATIC, _MONOTONE, _SCAN, _TARDY = 0, 1, 2, 3
 
 
 class _Run:
@@ -171,16 +179,19 @@ class Scheduler(Generic[K, T]):
     __slots__ = (
         "_active",
         "_clock",
+        "_deadline_parts",
         "_heap",
         "_max_records",
         "_max_seconds",
         "_mode",
         "_now",
+        "_on_time",
         "_parts",
         "_policy",
         "_priority",
         "_seq",
         "_size",
+        "_tardy",
     )
 
     def __init__(
@@ -205,7 +216,11 @@ class Scheduler(Generic[K, T]):
             )
         self._policy = policy
         self._priority = policy.priority
-        if not getattr(policy, "time_dependent", False):
+        self._deadline_parts: Callable[[SchedulingContext], tuple[float, float]] | None = None
+        if getattr(policy, "postpones_tardy", False):
+            self._mode = _TARDY
+            self._deadline_parts = policy.deadline_parts  # type: ignore[attr-defined]
+        elif not getattr(policy, "time_dependent", False):
             self._mode = _STATIC
         elif getattr(policy, "monotone_priority", False):
             self._mode = _MONOTONE
@@ -217,6 +232,9 @@ class Scheduler(Generic[K, T]):
         self._max_seconds = max_seconds
         self._parts: dict[K, _OpPartition[K, T]] = {}
         self._heap: list[tuple[Priority, int, _OpPartition[K, T]]] = []
+        #: ``_TARDY`` mode: on-time heads as ``(d, seq, part, p)``, tardy ones as ``(p, seq, part)``.
+        self._on_time: list[tuple[float, int, _OpPartition[K, T], float]] = []
+        self._tardy: list[tuple[float, int, _OpPartition[K, T]]] = []
         self._seq = 0
         self._size = 0
         self._active: Quantum[K, T] | None = None
@@ -297,6 +315,8 @@ class Scheduler(Generic[K, T]):
                 if seq == candidate.seq:
                     part = candidate
                     break
+        elif self._mode == _TARDY:
+            part = self._pick_on_time_or_tardy()
         elif self._mode == _MONOTONE:
             part = self._pick_by_rekeying()
         else:
@@ -327,7 +347,14 @@ class Scheduler(Generic[K, T]):
         seq = self._seq
         self._seq = seq + 1
         part.seq = seq
-        if self._mode != _SCAN:
+        mode = self._mode
+        if mode == _TARDY:
+            deadline, postponement = self._deadline_parts(part.runs[0].ctx)  # type: ignore[misc]
+            if self._now() <= deadline:
+                heappush(self._on_time, (deadline, seq, part, postponement))
+            else:
+                heappush(self._tardy, (postponement, seq, part))
+        elif mode != _SCAN:
             heappush(self._heap, (self._priority(part.runs[0].ctx, self._now()), seq, part))
 
     def _pick_by_rekeying(self) -> _OpPartition[K, T] | None:
@@ -347,6 +374,32 @@ class Scheduler(Generic[K, T]):
             heappop(heap)
             return part
         return None
+
+    def _pick_on_time_or_tardy(self) -> _OpPartition[K, T] | None:
+        now = self._now()
+        heap = self._on_time
+        tardy = self._tardy
+        while heap:
+            deadline, seq, part, postponement = heap[0]
+            if seq != part.seq:
+                heappop(heap)
+            elif now > deadline:  # turned tardy while it waited: ordered by its postponement now
+                heappop(heap)
+                heappush(tardy, (postponement, seq, part))
+            else:
+                break
+        while tardy and tardy[0][1] != tardy[0][2].seq:
+            heappop(tardy)
+        if not tardy:
+            return heappop(heap)[2] if heap else None
+        if not heap:
+            return heappop(tardy)[2]
+        late, late_seq, _ = tardy[0]
+        on_time, on_time_seq, _, _ = heap[0]
+        # The priority order of the two tops, ties to the head that entered contention first.
+        if (now + late, late_seq) < (on_time, on_time_seq):
+            return heappop(tardy)[2]
+        return heappop(heap)[2]
 
     def _pick_by_scan(self) -> _OpPartition[K, T] | None:
         now = self._now()

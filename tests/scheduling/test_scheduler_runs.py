@@ -228,3 +228,44 @@ def test_runs_order_equals_the_per_record_definition(
         assert got == expected
     enqueued = sum(1 for op in ops if op[0] == "enqueue")
     assert sorted(item for _, item in got) == list(range(enqueued))  # nothing lost or duplicated
+
+
+class _CountingCameo(CameoPolicy):
+    def __init__(self) -> None:
+        super().__init__()
+        self.priorities = 0
+        self.parts = 0
+
+    def priority(self, ctx: SchedulingContext, now: float) -> float:
+        self.priorities += 1
+        return super().priority(ctx, now)
+
+    def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float]:
+        self.parts += 1
+        return super().deadline_parts(ctx)
+
+
+def test_cameo_under_overload_orders_tardy_heads_by_target_without_re_evaluating_every_head() -> None:
+    """Every head tardy: each pick must not look at all of them (it used to re-key every head)."""
+    partitions = 500
+    policy = _CountingCameo()
+    clock = VirtualClock()
+    sched: Scheduler[str, int] = Scheduler(policy, clock=clock, max_records=1, max_seconds=None)
+    for p in range(partitions):
+        for _ in range(2):
+            sched.enqueue(f"x{p}", ctx(0.0, tenant="x", latency=1.0 + (p % 7) * 0.25), p)
+    clock.set(100.0)  # far past every start deadline
+    order = []
+    for _ in range(2 * partitions):
+        quantum = sched.next_batch()
+        assert quantum is not None
+        order.extend(item for _, item in quantum)
+        clock.advance(0.01)
+    assert sched.next_batch() is None
+    assert policy.priorities == 0
+    assert policy.parts == 2 * partitions  # once per head: each record becomes head once
+    # Tighter targets first (all are late by the same "now"), then the head that waited longest.
+    targets = [1.0 + (p % 7) * 0.25 for p in order]
+    assert targets == sorted(targets)
+    assert order[:3] == [0, 7, 14]  # equal targets: the head that entered contention first
+    assert sorted(order) == sorted(list(range(partitions)) * 2)

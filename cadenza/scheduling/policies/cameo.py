@@ -58,6 +58,15 @@ class CameoPolicy(BasePolicy):
     def _stamp(self, ctx: SchedulingContext) -> float:
         return ctx.frontier_time + ctx.latency_target - ctx.path_cost
 
+    @property
+    def postpones_tardy(self) -> bool:
+        """Whether priorities have the shape of :meth:`deadline_parts` (the scheduler's two-heap mode)."""
+        return self.postpone_tardy
+
+    def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float]:
+        """``(d, p)``: the priority is the start deadline ``d`` until ``now`` passes it, then ``now + p``."""
+        return ctx.frontier_time + ctx.latency_target - ctx.path_cost, ctx.latency_target
+
     def priority(self, ctx: SchedulingContext, now: float) -> float:
         start_deadline = ctx.frontier_time + ctx.latency_target - ctx.path_cost
         if now <= start_deadline or not self.postpone_tardy:
