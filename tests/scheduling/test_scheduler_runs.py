@@ -255,7 +255,7 @@ def test_cameo_under_overload_orders_tardy_heads_by_target_without_re_evaluating
         for _ in range(2):
             sched.enqueue(f"x{p}", ctx(0.0, tenant="x", latency=1.0 + (p % 7) * 0.25), p)
     clock.set(100.0)  # far past every start deadline
-    order = []
+    order: list[int] = []
     for _ in range(2 * partitions):
         quantum = sched.next_batch()
         assert quantum is not None
