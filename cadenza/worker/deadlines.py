@@ -82,6 +82,8 @@ __all__ = [
 
 CloseTime = Callable[[float], float]
 
+_ENCODED_CACHE_SIZE = 256
+
 
 def iter_operators(root: Operator) -> Iterator[Operator]:
     """Every operator reachable from ``root`` (each once), by following operator-valued slots."""
@@ -351,7 +353,7 @@ class _SinkStamp:
     the worker reading it builds its own context for its pipeline anyway (keeping the trace id).
     """
 
-    __slots__ = ("_last", "delay", "emitter", "latency_target", "metrics")
+    __slots__ = ("_encoded", "delay", "emitter", "latency_target", "metrics")
 
     def __init__(
         self,
@@ -366,9 +368,11 @@ class _SinkStamp:
         self.delay = delay
         self.metrics = metrics
         self.emitter = emitter
-        #: ``(context in, frontier, header bytes)`` of the last result: the next result of the same
-        #: run differs only by its trace id (see :func:`~cadenza.scheduling.context.retrace`).
-        self._last: tuple[SchedulingContext | None, float, bytes] = (None, 0.0, b"")
+        #: Header bytes by ``(id(context in), frontier)``, with the context kept alive so its id is
+        #: not reused: the next result of the same run differs only by its trace id (see
+        #: :func:`~cadenza.scheduling.context.retrace`). Quanta of several partitions interleave, so
+        #: one entry would not do; it is cleared when full.
+        self._encoded: dict[tuple[int, float], tuple[SchedulingContext, bytes]] = {}
 
     def __call__(self, unit: Unit, window: Window | None, value: object) -> bytes | None:
         ctx = unit.ctx
@@ -401,9 +405,10 @@ class _SinkStamp:
                 now,
                 sink=True,
             )
-        last_ctx, last_frontier, last_raw = self._last
-        if ctx is last_ctx and frontier == last_frontier:
-            return retrace(last_raw, trace_id)
+        cache_key = (id(ctx), frontier)
+        known = self._encoded.get(cache_key)
+        if known is not None:
+            return retrace(known[1], trace_id)
         raw = encode_context(
             SchedulingContext(
                 ctx.pipeline_id,
@@ -416,7 +421,10 @@ class _SinkStamp:
                 trace_id,
             )
         )
-        self._last = (ctx, frontier, raw)
+        encoded = self._encoded
+        if len(encoded) >= _ENCODED_CACHE_SIZE:
+            encoded.clear()
+        encoded[cache_key] = (ctx, raw)
         return raw
 
 

@@ -237,3 +237,30 @@ def test_a_record_with_a_context_header_never_shares() -> None:
     headed = _unit(_message(foreign))
     second = schedule.context(headed, headed.message, 2_000.0)
     assert second is not first and headed.trace_id == second.trace_id == 77
+
+
+def test_a_sink_derives_each_results_header_from_its_run_and_its_own_trace_id() -> None:
+    """Header bytes are exactly what encoding each result's context from scratch gives."""
+    from cadenza.operators import Window  # noqa: PLC0415
+    from cadenza.scheduling.context import decode_context  # noqa: PLC0415
+    from cadenza.worker.deadlines import _SinkStamp  # noqa: PLC0415
+
+    metrics = PrometheusExporter().operator("t", "p", "out", sink=True)
+    stamp = _SinkStamp(latency_target=2.0, delay=0.5, metrics=metrics, emitter=None)
+    runs = [SchedulingContext("p", "t", 1_000.0 + r, 2.0, 3.0 + r, 0.25, 1, 10 + r) for r in range(3)]
+    expected: list[bytes] = []
+    got: list[bytes | None] = []
+    for i in range(30):
+        ctx = runs[i % 3]  # results of three runs interleave, as quanta of three partitions do
+        window = Window(10.0, 20.0) if i % 5 == 0 else None
+        unit = _source_unit(_source_message(i % 3, i, 1_000_000))
+        unit.ctx = ctx
+        unit.trace_id = 1_000 + i
+        frontier = 20.5 if window is not None else ctx.frontier_time
+        again = SchedulingContext("p", "t", frontier, 2.0, ctx.priority, 0.0, 2, 1_000 + i)
+        expected.append(encode_context(again))
+        got.append(stamp(unit, window, None))
+    assert got == expected
+    decoded = [decode_context(raw) for raw in got]
+    assert [d.trace_id for d in decoded if d is not None] == [1_000 + i for i in range(30)]
+    assert metrics.produced == 30
