@@ -92,6 +92,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument(
+        "--max-partitions",
+        type=int,
+        default=None,
+        help="skip scenarios with more operator-partitions (an older scheduler may need hours for 100,000)",
+    )
     args = parser.parse_args()
     # (name, x, policy factory, partitions, tenants, latency target)
     scenarios: list[tuple[str, int, Any, int, int, float]] = []
@@ -104,6 +110,8 @@ def main() -> None:
         scenarios.append(("fair", t, FairPolicy, 10 * t, t, 1.0))
     results: list[dict[str, Any]] = []
     for name, x, make, partitions, tenants, target in scenarios:
+        if args.max_partitions is not None and partitions > args.max_partitions:
+            continue
         runs = [measure(make(), partitions, tenants, target, args.records) for _ in range(args.repeat)]
         row = {
             "scenario": name,
