@@ -11,7 +11,6 @@ header must cost one fresh context (and a counter increment), never a crashed wo
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import random
@@ -102,11 +101,9 @@ class SchedulingContext:
 _trace_rng = random.Random(int.from_bytes(os.urandom(16), "little"))
 
 
-new_trace_id: Callable[[], int] = functools.partial(_trace_rng.getrandbits, 64)
-"""Return a random unsigned 64-bit trace id for a record entering at a source.
-
-A partial of the generator's C method rather than a function: called once per source record, and a
-Python frame would cost more than the random bits."""
+def new_trace_id() -> int:
+    """Return a random unsigned 64-bit trace id for a record entering at a source."""
+    return _trace_rng.getrandbits(64)
 
 
 def encode_context(ctx: SchedulingContext) -> bytes:
