@@ -235,10 +235,13 @@ class _CountingCameo(CameoPolicy):
         super().__init__()
         self.priorities = 0
         self.parts = 0
+        plain = self.priority
 
-    def priority(self, ctx: SchedulingContext, now: float) -> float:
-        self.priorities += 1
-        return super().priority(ctx, now)
+        def counted(ctx: SchedulingContext, now: float) -> float:
+            self.priorities += 1
+            return plain(ctx, now)
+
+        self.priority = counted  # type: ignore[method-assign]  # what the scheduler would call
 
     def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float]:
         self.parts += 1
@@ -269,3 +272,16 @@ def test_cameo_under_overload_orders_tardy_heads_by_target_without_re_evaluating
     assert targets == sorted(targets)
     assert order[:3] == [0, 7, 14]  # equal targets: the head that entered contention first
     assert sorted(order) == sorted(list(range(partitions)) * 2)
+
+
+def test_a_cameo_subclass_with_its_own_priority_is_asked_for_it() -> None:
+    class Reversed(CameoPolicy):
+        def priority(self, ctx: SchedulingContext, now: float) -> float:
+            return -super().priority(ctx, now)
+
+    assert CameoPolicy().postpones_tardy and not Reversed().postpones_tardy
+    assert not CameoPolicy(postpone_tardy=False).postpones_tardy
+    sched: Scheduler[str, int] = Scheduler(Reversed(), clock=VirtualClock(), max_records=1, max_seconds=None)
+    sched.enqueue("soon", ctx(1.0, latency=1.0), 1)
+    sched.enqueue("late", ctx(50.0, latency=1.0), 2)
+    assert run_all(sched) == [("late", 2), ("soon", 1)]

@@ -60,8 +60,11 @@ class CameoPolicy(BasePolicy):
 
     @property
     def postpones_tardy(self) -> bool:
-        """Whether priorities have the shape of :meth:`deadline_parts` (the scheduler's two-heap mode)."""
-        return self.postpone_tardy
+        """Whether priorities have the shape of :meth:`deadline_parts` (the scheduler's two-heap mode).
+
+        Not for a subclass that orders by a :meth:`priority` of its own: the scheduler then asks it.
+        """
+        return self.postpone_tardy and type(self).priority is CameoPolicy.priority
 
     def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float]:
         """``(d, p)``: the priority is the start deadline ``d`` until ``now`` passes it, then ``now + p``."""
