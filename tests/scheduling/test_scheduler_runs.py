@@ -125,6 +125,14 @@ def test_discard_drops_runs_too() -> None:
 # --- brute force -------------------------------------------------------------------------------
 
 
+def _reply(policy: SchedulingPolicy, taken_ctx: SchedulingContext, item: int, clock: VirtualClock) -> None:
+    """Feed the policy what running a record cost (varied per record, so tenants' service differs)."""
+    run_time = 0.001 * (1 + item % 3)
+    policy.process_ctx_from_reply(
+        policy.prepare_reply(taken_ctx, Measurement("p", "o", run_time, 0.0, clock.now(), 1))
+    )
+
+
 @dataclass
 class _RefPartition:
     records: list[tuple[SchedulingContext, int]] = field(default_factory=list)
@@ -166,9 +174,10 @@ def reference_order(
         part = parts[key]
         part.since = -1
         for _ in range(min(max_records, len(part.records))):
-            _, taken = part.records.pop(0)
+            taken_ctx, taken = part.records.pop(0)
             order.append((key, taken))
             clock.advance(cost)
+            _reply(policy, taken_ctx, taken, clock)
         if part.records:
             part.since, counter = counter, counter + 1
     return order
@@ -196,9 +205,10 @@ def scheduler_order(
         quantum = sched.next_batch()
         if quantum is None:
             continue
-        for _, taken in quantum:
+        for taken_ctx, taken in quantum:
             order.append((quantum.key, taken))
             clock.advance(cost)
+            _reply(policy, taken_ctx, taken, clock)
     return order, most_runs
 
 
@@ -222,7 +232,7 @@ def test_runs_order_equals_the_per_record_definition(
     ops: list[tuple[str, ...]], max_records: int, cost: float
 ) -> None:
     ops = [*ops, *[("pick",)] * 100]  # then run everything
-    for make in (EdfPolicy, CameoPolicy):
+    for make in (EdfPolicy, CameoPolicy, FairPolicy):
         expected = reference_order(make(), ops, max_records, VirtualClock(), cost)
         got, _ = scheduler_order(make(), ops, max_records, VirtualClock(), cost)
         assert got == expected
