@@ -16,6 +16,7 @@ from cadenza.scheduling.context import (
     decode_or_fresh,
     encode_context,
     new_trace_id,
+    retrace,
 )
 from cadenza.scheduling.costs import DEFAULT_OPERATOR_COST, CostModel
 from cadenza.scheduling.policies import CameoPolicy, EdfPolicy, FairPolicy, FifoPolicy, SjfPolicy
@@ -67,4 +68,5 @@ __all__ = [
     "get_policy",
     "load_policy_class",
     "new_trace_id",
+    "retrace",
 ]

@@ -30,6 +30,7 @@ __all__ = [
     "decode_or_fresh",
     "encode_context",
     "new_trace_id",
+    "retrace",
 ]
 
 CONTEXT_HEADER = "cadenza-ctx"
@@ -56,6 +57,9 @@ _U16_MAX = 0xFFFF
 _US = 1_000_000
 
 _ID_LENGTHS_AT = _FIXED_SIZE - 2
+_TRACE_AT = _ID_LENGTHS_AT - 8
+_TRACE_END = _ID_LENGTHS_AT
+_pack_trace = struct.Struct("<Q").pack
 
 # A worker sees few distinct (pipeline, tenant) pairs, so the id bytes (with their lengths) are
 # mapped to the decoded strings: one slice and a dict lookup instead of two slices and two UTF-8
@@ -158,6 +162,19 @@ def encode_context(ctx: SchedulingContext) -> bytes:
         )
     except struct.error as exc:  # a trace id outside 0..2**64-1, hops that are not an int
         raise ValueError(f"scheduling context cannot be encoded ({exc}): {ctx!r}") from None
+
+
+def retrace(encoded: bytes, trace_id: int) -> bytes:
+    """``encoded`` (from :func:`encode_context`) with ``trace_id`` in place of its trace id.
+
+    Records that share a context differ in their header only by the trace id, so a sink encodes the
+    shared context once and derives each record's bytes with two slices and a pack. Raises
+    :class:`ValueError` for a trace id outside 0..2**64-1, as :func:`encode_context` does.
+    """
+    try:
+        return encoded[:_TRACE_AT] + _pack_trace(trace_id) + encoded[_TRACE_END:]
+    except struct.error as exc:
+        raise ValueError(f"trace id cannot be encoded ({exc}): {trace_id!r}") from None
 
 
 def _canonical_us(seconds: float, rounded: int) -> int:

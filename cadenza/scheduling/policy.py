@@ -122,11 +122,18 @@ class SchedulingPolicy(ABC):
     better, it sets ``monotone_priority`` too: the scheduler then keeps its heap and re-keys stale
     entries lazily as they reach the top (exact, since a stale key is a lower bound), instead of
     scanning every head per pick.
+
+    ``shares_source_contexts`` declares that ``build_ctx_at_source`` depends on nothing but the
+    record info (other than the trace id) and policy state that only replies change: the worker then
+    builds one context for a run of records of a partition admitted together with the same arrival
+    time and window close, instead of one per record, and keeps each record's own trace id beside it.
+    Off by default, since a user policy may make every context differently.
     """
 
     name: ClassVar[str] = "custom"
     time_dependent: ClassVar[bool] = False
     monotone_priority: ClassVar[bool] = False
+    shares_source_contexts: ClassVar[bool] = False
 
     @abstractmethod
     def build_ctx_at_source(self, record: SourceRecordInfo) -> SchedulingContext:
@@ -157,7 +164,13 @@ class BasePolicy(SchedulingPolicy):
     Every built-in keeps a :class:`CostModel` fed from replies, even those that do not order by cost,
     so path costs stamped into outgoing contexts stay meaningful for a downstream process that runs a
     cost-aware policy, and so switching policy does not start from cold estimates.
+
+    Their source contexts are functions of the record info and the cost model, so they may be
+    shared (``shares_source_contexts``); a subclass whose ``build_ctx_at_source`` makes each
+    context differently must set it back to ``False``.
     """
+
+    shares_source_contexts: ClassVar[bool] = True
 
     def __init__(self, cost_model: CostModel | None = None) -> None:
         self.cost_model = cost_model if cost_model is not None else CostModel()

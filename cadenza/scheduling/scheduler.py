@@ -4,6 +4,13 @@ Level 1 orders operator-partitions by the priority of their head record; level 2
 one operator-partition in arrival (offset) order, always. Reordering only across operator-partitions
 is what lets deadlines reorder work without breaking keyed state, watermarks or per-partition commits.
 
+Records that share one context object (the worker gives the records of a partition that arrived
+together one context, see :mod:`cadenza.worker.deadlines`) are stored as one run: one
+``[context, count]`` entry beside the records, so queueing a record costs an identity test and an
+increment instead of a new entry. A run has one priority by construction (a priority is a function of
+the context), so the order is exactly the order of queueing each record with its own equal context;
+runs are never merged across different context objects, however equal.
+
 Execution is non-preemptive: the executor takes a :class:`Quantum` (up to ``max_records`` records,
 or as many as fit in ``max_seconds`` of clock time, at least one) from the chosen operator-partition,
 runs it, and asks again; priorities are re-checked between quanta.
@@ -17,10 +24,17 @@ How priorities are evaluated depends on what the policy declares:
 
 - static (the default; fifo, edf, sjf): the priority of a head is computed once, when it becomes
   head. Enqueue and pick are O(log n).
-- ``time_dependent`` and ``monotone_priority`` (fair, and cameo, whose tardy records are postponed):
+- ``time_dependent`` and ``monotone_priority`` (fair; user policies):
   priorities change while records wait, but only upwards, so a heap key is a lower bound of the
   true priority. At a pick the top entry is re-evaluated; if its key was stale it is re-keyed in
   place and the next top is examined, otherwise it is the true minimum. O(log n) per re-keyed entry.
+- ``postpones_tardy`` (cameo): a head's priority is its start deadline ``d`` while ``now <= d``, and
+  ``now + p`` after (``policy.deadline_parts(ctx) == (d, p)``). Under overload every waiting head
+  turns tardy and its priority moves with the clock, so lazy re-keying would re-key every head at
+  every pick (linear in the partitions). Instead on-time heads sit in a heap by ``d`` and tardy ones
+  in a second heap by ``p``, whose order does not change with ``now``; a pick moves the heads that
+  turned tardy from the first heap to the second (each head moves at most once) and compares the
+  two tops. O(log n) amortized per pick.
 - ``time_dependent`` only: no order can be kept, so every ready head is evaluated at each pick:
   O(ready partitions) per quantum, correct by construction.
 
@@ -47,15 +61,29 @@ K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
 _NOT_READY = -1  # ``seq`` of a partition that is empty or being run
-_STATIC, _MONOTONE, _SCAN = 0, 1, 2  # how head priorities are evaluated (see the module docstring)
+# How head priorities are evaluated (see the module docstring).
+_STATIC, _MONOTONE, _SCAN, _TARDY = 0, 1, 2, 3
+
+
+class _Run:
+    """Consecutive queued records of one operator-partition that share one context object."""
+
+    __slots__ = ("ctx", "left")
+
+    def __init__(self, ctx: SchedulingContext) -> None:
+        self.ctx = ctx
+        self.left = 1
 
 
 class _OpPartition(Generic[K, T]):
-    __slots__ = ("key", "queue", "seq")
+    __slots__ = ("key", "queue", "runs", "seq")
 
     def __init__(self, key: K) -> None:
         self.key = key
-        self.queue: deque[tuple[SchedulingContext, T]] = deque()
+        #: The records, in queueing order.
+        self.queue: deque[T] = deque()
+        #: The runs of those records, oldest first; their ``left`` counts add up to ``len(queue)``.
+        self.runs: deque[_Run] = deque()
         # Sequence number of the partition's live heap entry (also its tie-breaker when heads are
         # scanned), or _NOT_READY.
         self.seq = _NOT_READY
@@ -94,7 +122,30 @@ class Quantum(Generic[K, T]):
         return self._open
 
     def __iter__(self) -> Iterator[tuple[SchedulingContext, T]]:
-        return self
+        """The records, as :meth:`__next__` hands them out, from a generator: resuming it costs less
+        than a method call per record, which is what the executor's loop pays."""
+        sched = self._sched
+        part = self._part
+        queue = part.queue
+        runs = part.runs
+        limit = sched._max_records
+        budget = sched._max_seconds
+        now = sched._now
+        start = self._start
+        while self._open:
+            taken = self._taken
+            if not queue or taken >= limit or (taken and budget is not None and now() - start >= budget):
+                break
+            self._taken = taken + 1
+            sched._size -= 1
+            run = runs[0]
+            left = run.left
+            if left == 1:
+                runs.popleft()
+            else:
+                run.left = left - 1
+            yield run.ctx, queue.popleft()
+        self.close()
 
     def __next__(self) -> tuple[SchedulingContext, T]:
         if self._open:
@@ -112,7 +163,13 @@ class Quantum(Generic[K, T]):
             ):
                 self._taken = taken + 1
                 sched._size -= 1
-                return queue.popleft()
+                run = self._part.runs[0]
+                left = run.left
+                if left == 1:
+                    self._part.runs.popleft()
+                else:
+                    run.left = left - 1
+                return run.ctx, queue.popleft()
             self.close()
         raise StopIteration
 
@@ -145,16 +202,19 @@ class Scheduler(Generic[K, T]):
     __slots__ = (
         "_active",
         "_clock",
+        "_deadline_parts",
         "_heap",
         "_max_records",
         "_max_seconds",
         "_mode",
         "_now",
+        "_on_time",
         "_parts",
         "_policy",
         "_priority",
         "_seq",
         "_size",
+        "_tardy",
     )
 
     def __init__(
@@ -179,7 +239,11 @@ class Scheduler(Generic[K, T]):
             )
         self._policy = policy
         self._priority = policy.priority
-        if not getattr(policy, "time_dependent", False):
+        self._deadline_parts: Callable[[SchedulingContext], tuple[float, float]] | None = None
+        if getattr(policy, "postpones_tardy", False):
+            self._mode = _TARDY
+            self._deadline_parts = policy.deadline_parts  # type: ignore[attr-defined]
+        elif not getattr(policy, "time_dependent", False):
             self._mode = _STATIC
         elif getattr(policy, "monotone_priority", False):
             self._mode = _MONOTONE
@@ -191,6 +255,9 @@ class Scheduler(Generic[K, T]):
         self._max_seconds = max_seconds
         self._parts: dict[K, _OpPartition[K, T]] = {}
         self._heap: list[tuple[Priority, int, _OpPartition[K, T]]] = []
+        #: ``_TARDY`` mode: on-time heads as ``(d, seq, part, p)``, tardy ones as ``(p, seq, part)``.
+        self._on_time: list[tuple[float, int, _OpPartition[K, T], float]] = []
+        self._tardy: list[tuple[float, int, _OpPartition[K, T]]] = []
         self._seq = 0
         self._size = 0
         self._active: Quantum[K, T] | None = None
@@ -226,18 +293,38 @@ class Scheduler(Generic[K, T]):
 
     def head(self, key: K) -> tuple[SchedulingContext, T] | None:
         part = self._parts.get(key)
-        return part.queue[0] if part is not None and part.queue else None
+        if part is None or not part.queue:
+            return None
+        return part.runs[0].ctx, part.queue[0]
+
+    def runs(self, key: K) -> int:
+        """Queue entries (runs of records sharing one context) of an operator-partition."""
+        part = self._parts.get(key)
+        return 0 if part is None else len(part.runs)
 
     def enqueue(self, key: K, ctx: SchedulingContext, item: T) -> None:
-        """Append a record to its operator-partition; callers enqueue in offset order."""
+        """Append a record to its operator-partition; callers enqueue in offset order.
+
+        A record queued with the very context object of the record queued before it in the same
+        operator-partition joins that record's run (see the module docstring).
+        """
         part = self._parts.get(key)
         if part is None:
             part = self._parts[key] = _OpPartition(key)
         queue = part.queue
-        queue.append((ctx, item))
+        queue.append(item)
         self._size += 1
-        if len(queue) == 1 and (self._active is None or self._active._part is not part):
-            self._push(part)
+        runs = part.runs
+        if runs:
+            tail = runs[-1]
+            if tail.ctx is ctx:
+                tail.left += 1
+                return
+            runs.append(_Run(ctx))
+        else:
+            runs.append(_Run(ctx))
+            if self._active is None or self._active._part is not part:
+                self._push(part)
 
     def next_batch(self) -> Quantum[K, T] | None:
         """Close the open quantum, if any, and open one on the best operator-partition (``None`` if idle)."""
@@ -251,6 +338,8 @@ class Scheduler(Generic[K, T]):
                 if seq == candidate.seq:
                     part = candidate
                     break
+        elif self._mode == _TARDY:
+            part = self._pick_on_time_or_tardy()
         elif self._mode == _MONOTONE:
             part = self._pick_by_rekeying()
         else:
@@ -272,6 +361,7 @@ class Scheduler(Generic[K, T]):
             return 0
         dropped = len(part.queue)
         part.queue.clear()
+        part.runs.clear()
         part.seq = _NOT_READY  # its heap entry, if any, is now stale
         self._size -= dropped
         return dropped
@@ -280,8 +370,15 @@ class Scheduler(Generic[K, T]):
         seq = self._seq
         self._seq = seq + 1
         part.seq = seq
-        if self._mode != _SCAN:
-            heappush(self._heap, (self._priority(part.queue[0][0], self._now()), seq, part))
+        mode = self._mode
+        if mode == _TARDY:
+            deadline, postponement = self._deadline_parts(part.runs[0].ctx)  # type: ignore[misc]
+            if self._now() <= deadline:
+                heappush(self._on_time, (deadline, seq, part, postponement))
+            else:
+                heappush(self._tardy, (postponement, seq, part))
+        elif mode != _SCAN:
+            heappush(self._heap, (self._priority(part.runs[0].ctx, self._now()), seq, part))
 
     def _pick_by_rekeying(self) -> _OpPartition[K, T] | None:
         now = self._now()
@@ -292,7 +389,7 @@ class Scheduler(Generic[K, T]):
             if seq != part.seq:
                 heappop(heap)
                 continue
-            current = priority(part.queue[0][0], now)
+            current = priority(part.runs[0].ctx, now)
             # Stale: every other key is a lower bound of its own priority, so look at the top again.
             if current > stale_key:  # type: ignore[operator]  # one policy's priorities are comparable
                 heapreplace(heap, (current, seq, part))
@@ -300,6 +397,32 @@ class Scheduler(Generic[K, T]):
             heappop(heap)
             return part
         return None
+
+    def _pick_on_time_or_tardy(self) -> _OpPartition[K, T] | None:
+        now = self._now()
+        heap = self._on_time
+        tardy = self._tardy
+        while heap:
+            deadline, seq, part, postponement = heap[0]
+            if seq != part.seq:
+                heappop(heap)
+            elif now > deadline:  # turned tardy while it waited: ordered by its postponement now
+                heappop(heap)
+                heappush(tardy, (postponement, seq, part))
+            else:
+                break
+        while tardy and tardy[0][1] != tardy[0][2].seq:
+            heappop(tardy)
+        if not tardy:
+            return heappop(heap)[2] if heap else None
+        if not heap:
+            return heappop(tardy)[2]
+        late, late_seq, _ = tardy[0]
+        on_time, on_time_seq, _, _ = heap[0]
+        # The priority order of the two tops, ties to the head that entered contention first.
+        if (now + late, late_seq) < (on_time, on_time_seq):
+            return heappop(tardy)[2]
+        return heappop(heap)[2]
 
     def _pick_by_scan(self) -> _OpPartition[K, T] | None:
         now = self._now()
@@ -310,7 +433,7 @@ class Scheduler(Generic[K, T]):
             seq = part.seq
             if seq == _NOT_READY:
                 continue
-            sort_key = (priority(part.queue[0][0], now), seq)
+            sort_key = (priority(part.runs[0].ctx, now), seq)
             if best_key is None or sort_key < best_key:
                 best, best_key = part, sort_key
         return best

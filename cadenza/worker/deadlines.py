@@ -33,6 +33,12 @@ an upstream partition past a window's close is the one that lets that window's r
 urgency is that earlier window's, not its own (which may close a second later): deferring it would
 hold back a result that is due now. :class:`WindowRelease` finds these records, per upstream
 partition, with one comparison per record.
+
+Records of one partition admitted together (one fetch) with the same arrival timestamp and window
+close, and no ``cadenza-ctx`` header, get one shared context when the policy allows it
+(``shares_source_contexts``, all built-ins): their contexts would be equal but for the trace id, and
+the scheduler queues records sharing a context as one run. Each record keeps its own trace id on its
+unit, and everything that reads a trace id per record (spans, outgoing contexts) reads it there.
 """
 
 from __future__ import annotations
@@ -49,7 +55,14 @@ from cadenza.infra.metrics.emitter import SpanEmitter
 from cadenza.infra.metrics.prometheus import OperatorMetrics
 from cadenza.operators import Window
 from cadenza.pipelines import PipelineGraph
-from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext, decode_context, encode_context
+from cadenza.scheduling.context import (
+    CONTEXT_HEADER,
+    SchedulingContext,
+    decode_context,
+    encode_context,
+    new_trace_id,
+    retrace,
+)
 from cadenza.scheduling.policy import OperatorInfo, SchedulingPolicy, SourceRecordInfo
 from cadenza.worker.operators.window import WindowOp
 from cadenza.worker.task import Task
@@ -67,6 +80,8 @@ __all__ = [
 ]
 
 CloseTime = Callable[[float], float]
+
+_ENCODED_CACHE_SIZE = 256
 
 
 def window_delay(window_op: WindowOp) -> float:
@@ -151,6 +166,8 @@ class TaskSchedule:
     __slots__ = (
         "_fresh_info",
         "_same_pipeline",
+        "_shared",
+        "_shares",
         "from_source",
         "index",
         "keys",
@@ -203,6 +220,10 @@ class TaskSchedule:
         self._fresh_info = SourceRecordInfo(self.pipeline, self.tenant, self.latency_target, 0.0, 0, 0)
         self._fresh_info.operator_id = self.operator_id
         self._same_pipeline = OperatorInfo(self.pipeline, self.operator_id, self.window is not None)
+        self._shares = bool(getattr(policy, "shares_source_contexts", False))
+        #: Per input partition, the last fresh context made: ``(admission time, arrival, window close,
+        #: context)``; a record with the same three gets the same context.
+        self._shared: dict[int, tuple[float, float, float | None, SchedulingContext]] = {}
 
     def key(self, partition: int) -> tuple[int, int]:
         key = self.keys.get(partition)
@@ -211,8 +232,42 @@ class TaskSchedule:
         return key
 
     def context(self, unit: Unit, message: Message, now: float) -> SchedulingContext:
-        """The context of a unit entering this task (see the module docstring)."""
-        raw = get_header(message.headers(), CONTEXT_HEADER)
+        """The context of a unit entering this task (see the module docstring); sets its trace id.
+
+        ``now`` is the admission time, one per fetched batch: a shared context never outlives the
+        batch, so it holds the same path cost estimate a context of its own would.
+        """
+        headers = message.headers()
+        if headers is None and self.from_source and self._shares:
+            kind, millis = message.timestamp()
+            arrival = now
+            if kind != TIMESTAMP_NOT_AVAILABLE:
+                stamped = millis / 1000.0
+                if 0.0 < stamped < now:
+                    arrival = stamped
+            partition = unit.partition
+            release = self.release
+            close = None if release is None else release(partition, unit.event_time)
+            shared = self._shared.get(partition)
+            if shared is not None and shared[0] == now and shared[1] == arrival and shared[2] == close:
+                unit.trace_id = new_trace_id()
+                return shared[3]
+            info = self._fresh_info
+            info.arrival_time = arrival
+            info.offset = unit.offset
+            info.partition = partition
+            info.trace_id = None
+            info.window_close_time = close
+            ctx = self.policy.build_ctx_at_source(info)
+            self._shared[partition] = (now, arrival, close, ctx)
+            unit.trace_id = ctx.trace_id
+            return ctx
+        ctx = self._context(unit, message, headers, now)
+        unit.trace_id = ctx.trace_id
+        return ctx
+
+    def _context(self, unit: Unit, message: Message, headers: Any, now: float) -> SchedulingContext:
+        raw = get_header(headers, CONTEXT_HEADER)
         trace_id = None
         if raw is not None:
             ctx = decode_context(raw)
@@ -278,12 +333,14 @@ class KeyByStamper:
         self.target = OperatorInfo(pipeline, operator_id, window is not None)
         self.release = None if window is None else window.release()
 
-    def __call__(self, ctx: SchedulingContext, partition: int, event_time: float, value: object) -> bytes:
+    def __call__(self, ctx: SchedulingContext, unit: Unit, event_time: float, value: object) -> bytes:
         target = self.target
         release = self.release
         if release is not None:
-            target.window_close_time = release(partition, event_time)
-        return encode_context(self.build(ctx, target, value))
+            target.window_close_time = release(unit.partition, event_time)
+        out = self.build(ctx, target, value)
+        out.trace_id = unit.trace_id  # the record's own, not that of the run its context was made for
+        return encode_context(out)
 
 
 class SinkStamper:
@@ -294,7 +351,7 @@ class SinkStamper:
     the worker reading it builds its own context for its pipeline anyway (keeping the trace id).
     """
 
-    __slots__ = ("delay", "emitter", "latency_target", "metrics")
+    __slots__ = ("_encoded", "delay", "emitter", "latency_target", "metrics")
 
     def __init__(
         self,
@@ -309,6 +366,11 @@ class SinkStamper:
         self.delay = delay
         self.metrics = metrics
         self.emitter = emitter
+        #: Header bytes by ``(id(context in), frontier)``, with the context kept alive so its id is
+        #: not reused: the next result of the same run differs only by its trace id (see
+        #: :func:`~cadenza.scheduling.context.retrace`). Quanta of several partitions interleave, so
+        #: one entry would not do; it is cleared when full.
+        self._encoded: dict[tuple[int, float], tuple[SchedulingContext, bytes]] = {}
 
     def __call__(self, unit: Unit, window: Window | None, value: object) -> bytes | None:
         ctx = unit.ctx
@@ -325,6 +387,7 @@ class SinkStamper:
         metrics.record_sink(latency, latency <= target)
         metrics.produced += 1
         emitter = self.emitter
+        trace_id = unit.trace_id
         if emitter is not None:
             tenant, pipeline, operator = self.metrics.labels
             emitter.emit(
@@ -332,7 +395,7 @@ class SinkStamper:
                 pipeline,
                 operator,
                 unit.partition,
-                ctx.trace_id,
+                trace_id,
                 0.0,
                 0.0,
                 frontier,
@@ -340,7 +403,11 @@ class SinkStamper:
                 now,
                 sink=True,
             )
-        return encode_context(
+        cache_key = (id(ctx), frontier)
+        known = self._encoded.get(cache_key)
+        if known is not None:
+            return retrace(known[1], trace_id)
+        raw = encode_context(
             SchedulingContext(
                 ctx.pipeline_id,
                 ctx.tenant_id,
@@ -349,6 +416,11 @@ class SinkStamper:
                 ctx.priority,
                 0.0,
                 ctx.hops + 1,
-                ctx.trace_id,
+                trace_id,
             )
         )
+        encoded = self._encoded
+        if len(encoded) >= _ENCODED_CACHE_SIZE:
+            encoded.clear()
+        encoded[cache_key] = (ctx, raw)
+        return raw

@@ -119,7 +119,7 @@ class Executor:
                     pipeline,
                     operator,
                     partition,
-                    ctx.trace_id,
+                    unit.trace_id,
                     queue_wait,
                     run_time,
                     ctx.frontier_time,

@@ -693,8 +693,9 @@ class Worker:
                 unit.pending = pending
                 unit.enqueued = enqueued
                 pending[1] += 1
-                enqueue(schedule.key(partition), ctx, unit)
-                if unit.value is not None or not is_progress(unit.origin):
+                enqueue(schedule.keys.get(partition) or schedule.key(partition), ctx, unit)
+                origin = unit.origin
+                if origin is None or unit.value is not None or not is_progress(origin):
                     schedule.metrics.consumed += 1
             if progress is not None:
                 inflight.admitted(progress, offset, pending)

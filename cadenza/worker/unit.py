@@ -39,6 +39,7 @@ class Unit:
         "pending",
         "pipeline",
         "topic",
+        "trace_id",
         "value",
     )
 
@@ -67,8 +68,12 @@ class Unit:
         #: For records read from a repartition topic: where upstream they came from (see
         #: :mod:`cadenza.worker.wire`); ``None`` for records read from a source topic.
         self.origin: Origin | None = None
-        #: The scheduling context, set when the unit is admitted to the scheduler.
+        #: The scheduling context, set when the unit is admitted to the scheduler. Records of a
+        #: partition admitted together may share one (see :mod:`cadenza.worker.deadlines`).
         self.ctx: SchedulingContext | None = None
+        #: This record's own trace id, set with ``ctx``: a shared context carries only the trace id of
+        #: the first record it was made for, so spans and outgoing contexts read this one.
+        self.trace_id = 0
         #: ``perf_counter()`` when the unit was queued (its queue wait is measured from here).
         self.enqueued = 0.0
         #: The consumed record's in-flight entry (see :mod:`cadenza.worker.inflight`); the offset is

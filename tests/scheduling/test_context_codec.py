@@ -22,6 +22,7 @@ from cadenza.scheduling import (
     decode_context,
     decode_or_fresh,
     encode_context,
+    retrace,
 )
 
 _EXACT_US = 2**52
@@ -336,3 +337,38 @@ def test_avro_schema_parses_and_carries_a_context() -> None:
     assert back["pipeline_id"] == "fraud-score"
     assert back["trace_id"] % 2**64 == 2**64 - 1
     assert back["path_cost"] == 2_000
+
+
+@settings(max_examples=300)
+@given(
+    pipeline=st.text(max_size=20),
+    tenant=st.text(max_size=20),
+    frontier=st.floats(-1e9, 1e9),
+    latency=st.floats(0.0, 1e6),
+    priority=st.floats(-1e12, 1e12),
+    hops=st.integers(0, 70_000),
+    trace=st.integers(0, 2**64 - 1),
+    other=st.integers(0, 2**64 - 1),
+)
+def test_retrace_equals_encoding_the_context_with_the_other_trace_id(
+    *,
+    pipeline: str,
+    tenant: str,
+    frontier: float,
+    latency: float,
+    priority: float,
+    hops: int,
+    trace: int,
+    other: int,
+) -> None:
+    ctx = SchedulingContext(pipeline, tenant, frontier, latency, priority, 0.5, hops, trace)
+    again = SchedulingContext(pipeline, tenant, frontier, latency, priority, 0.5, hops, other)
+    assert retrace(encode_context(ctx), other) == encode_context(again)
+    decoded = decode_context(retrace(encode_context(ctx), other))
+    assert decoded is not None and decoded.trace_id == other
+
+
+@pytest.mark.parametrize("bad", [-1, 2**64])
+def test_retrace_refuses_a_trace_id_that_is_not_64_bits(bad: int) -> None:
+    with pytest.raises(ValueError, match="trace id"):
+        retrace(encode_context(SchedulingContext("p", "t", 1.0, 1.0, 0.0, 0.0, 0, 1)), bad)

@@ -184,3 +184,83 @@ def test_a_valid_or_missing_context_leaves_no_notice() -> None:
         assert cast(_Notices, schedule.task.decoder.dead).garbled == []
         assert schedule.metrics.context_garbled == 0
         assert schedule.metrics.context_missing == (1 if ctx is None and not from_source else 0)
+
+
+def _source_message(partition: int, offset: int, millis: int) -> Message:
+    return Message(topic="in", partition=partition, offset=offset, value=b"{}", timestamp=(1, millis))
+
+
+def _source_unit(message: Message) -> Unit:
+    partition, offset = message.partition(), message.offset()
+    assert partition is not None and offset is not None
+    return Unit("p", "enrich", "in", partition, offset, None, None, 0.0, message)
+
+
+def test_records_admitted_together_with_one_arrival_share_a_context_but_not_a_trace_id() -> None:
+    schedule = _schedule(CameoPolicy(CostModel(default_cost=0.0)), from_source=True)
+    now = 2_000.0
+    units = [_source_unit(_source_message(0, i, 1_000_000)) for i in range(4)]
+    contexts = [schedule.context(unit, unit.message, now) for unit in units]
+    assert all(ctx is contexts[0] for ctx in contexts)
+    assert (contexts[0].frontier_time, contexts[0].latency_target) == (1_000.0, 2.0)
+    assert len({unit.trace_id for unit in units}) == 4
+    assert units[0].trace_id == contexts[0].trace_id
+    # Another partition, another arrival or another admission (the cost model may have learnt since):
+    # a context of its own, equal to what one made from scratch would be but for the trace id.
+    other = [
+        (_source_unit(_source_message(1, 0, 1_000_000)), now),
+        (_source_unit(_source_message(0, 4, 1_000_001)), now),
+        (_source_unit(_source_message(0, 5, 1_000_001)), now + 1.0),
+    ]
+    made = [schedule.context(unit, unit.message, at) for unit, at in other]
+    assert len({id(ctx) for ctx in [contexts[0], *made]}) == 4
+    assert [ctx.frontier_time for ctx in made] == [1_000.0, 1_000.001, 1_000.001]
+    assert all(unit.trace_id == ctx.trace_id for (unit, _), ctx in zip(other, made, strict=True))
+
+
+def test_a_policy_that_does_not_declare_shareable_source_contexts_gets_one_per_record() -> None:
+    class PerRecord(CameoPolicy):
+        shares_source_contexts = False
+
+    schedule = _schedule(PerRecord(CostModel(default_cost=0.0)), from_source=True)
+    units = [_source_unit(_source_message(0, i, 1_000_000)) for i in range(3)]
+    contexts = [schedule.context(unit, unit.message, 2_000.0) for unit in units]
+    assert len({id(ctx) for ctx in contexts}) == 3
+    assert [unit.trace_id for unit in units] == [ctx.trace_id for ctx in contexts]
+
+
+def test_a_record_with_a_context_header_never_shares() -> None:
+    schedule = _schedule(CameoPolicy(CostModel(default_cost=0.0)), from_source=True)
+    foreign = SchedulingContext("upstream", "t", 900.0, 1.0, 0.0, 0.0, 2, 77)
+    plain = _source_unit(_source_message(0, 0, 1_000_000))
+    first = schedule.context(plain, plain.message, 2_000.0)
+    headed = _unit(_message(foreign))
+    second = schedule.context(headed, headed.message, 2_000.0)
+    assert second is not first and headed.trace_id == second.trace_id == 77
+
+
+def test_a_sink_derives_each_results_header_from_its_run_and_its_own_trace_id() -> None:
+    """Header bytes are exactly what encoding each result's context from scratch gives."""
+    from cadenza.operators import Window  # noqa: PLC0415
+    from cadenza.scheduling.context import decode_context  # noqa: PLC0415
+    from cadenza.worker.deadlines import SinkStamper  # noqa: PLC0415
+
+    metrics = PrometheusExporter().operator("t", "p", "out", sink=True)
+    stamp = SinkStamper(latency_target=2.0, delay=0.5, metrics=metrics, emitter=None)
+    runs = [SchedulingContext("p", "t", 1_000.0 + r, 2.0, 3.0 + r, 0.25, 1, 10 + r) for r in range(3)]
+    expected: list[bytes] = []
+    got: list[bytes | None] = []
+    for i in range(30):
+        ctx = runs[i % 3]  # results of three runs interleave, as quanta of three partitions do
+        window = Window(10.0, 20.0) if i % 5 == 0 else None
+        unit = _source_unit(_source_message(i % 3, i, 1_000_000))
+        unit.ctx = ctx
+        unit.trace_id = 1_000 + i
+        frontier = 20.5 if window is not None else ctx.frontier_time
+        again = SchedulingContext("p", "t", frontier, 2.0, ctx.priority, 0.0, 2, 1_000 + i)
+        expected.append(encode_context(again))
+        got.append(stamp(unit, window, None))
+    assert got == expected
+    decoded = [decode_context(raw) for raw in got]
+    assert [d.trace_id for d in decoded if d is not None] == [1_000 + i for i in range(30)]
+    assert metrics.produced == 30

@@ -101,6 +101,11 @@ def test_outputs_carry_contexts_and_the_worker_measures_every_run(
     decoded = [decode_span(r.value, list(r.headers.items())) for r in reader.records[spans]]
     assert {s.tenant_id for s in decoded} == {"acme"}
     assert sum(1 for s in decoded if s.e2e_latency_s is not None) == records
+    # Records fetched together share a context, but every span and result carries the record's own
+    # trace: each source record's trace shows up in its three spans (two runs and the sink).
+    traces = [s.trace_id for s in decoded]
+    assert set(traces) == {c.trace_id for c in contexts if c}
+    assert all(traces.count(trace) == 3 for trace in set(traces))
 
 
 def test_feedback_published_by_hand_moves_the_workers_cost_estimates(

@@ -58,6 +58,18 @@ class CameoPolicy(BasePolicy):
     def _stamp(self, ctx: SchedulingContext) -> float:
         return ctx.frontier_time + ctx.latency_target - ctx.path_cost
 
+    @property
+    def postpones_tardy(self) -> bool:
+        """Whether priorities have the shape of :meth:`deadline_parts` (the scheduler's two-heap mode).
+
+        Not for a subclass that orders by a :meth:`priority` of its own: the scheduler then asks it.
+        """
+        return self.postpone_tardy and type(self).priority is CameoPolicy.priority
+
+    def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float]:
+        """``(d, p)``: the priority is the start deadline ``d`` until ``now`` passes it, then ``now + p``."""
+        return ctx.frontier_time + ctx.latency_target - ctx.path_cost, ctx.latency_target
+
     def priority(self, ctx: SchedulingContext, now: float) -> float:
         start_deadline = ctx.frontier_time + ctx.latency_target - ctx.path_cost
         if now <= start_deadline or not self.postpone_tardy:

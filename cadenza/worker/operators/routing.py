@@ -37,8 +37,9 @@ __all__ = ["KeyByOp", "KeyByStamp", "SinkOp", "SinkStamp"]
 
 _NEG_INF = -math.inf
 
-KeyByStamp = Callable[[SchedulingContext, int, float, Any], bytes]
-"""``(context in, event time, value) -> cadenza-ctx`` for the sub-topology reading the repartition topic."""
+KeyByStamp = Callable[[SchedulingContext, Unit, float, Any], bytes]
+"""``(context in, unit, event time, value) -> cadenza-ctx`` for the sub-topology reading the
+repartition topic."""
 SinkStamp = Callable[[Unit, Window | None, Any], bytes | None]
 """``(unit, window, value) -> cadenza-ctx`` of a result (``None``: none); also records its deadline."""
 
@@ -118,7 +119,7 @@ class KeyByOp(Operator):
             stamp = self.stamp
             ctx = unit.ctx
             if stamp is not None and ctx is not None:  # derived from the record's event time: may refuse it
-                headers.append((CONTEXT_HEADER, stamp(ctx, unit.partition, event_time, value)))
+                headers.append((CONTEXT_HEADER, stamp(ctx, unit, event_time, value)))
         except UnsupportedValueError as exc:  # the user's value or key: refused here, not downstream
             self.dead.function_failed(
                 unit, self.node_id, UnsupportedValueError(f"step {self.node_id!r}: {exc}")
