@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from cadenza.pipelines.pipeline import Pipeline, _OpenWindow
+    from cadenza.schemas.value_codec import Codec
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -231,18 +232,22 @@ class Stream(Generic[T]):
         )
         return tuple(Stream(self._pipeline, step, port) for port in range(len(predicates)))
 
-    def sink(self, topic: str, *, format: TopicFormat = "json") -> None:
-        """Write the stream to ``topic``; a sink ends a path, so nothing can follow it."""
+    def sink(self, topic: str, *, format: TopicFormat | None = None, codec: Codec | None = None) -> None:
+        """Write the stream to ``topic``; a sink ends a path, so nothing can follow it.
+
+        ``format`` (``"json"``, the default, or ``"avro"``) names a built-in codec; ``codec`` takes any
+        object implementing the value-codec protocol (:class:`~cadenza.schemas.Codec`) instead.
+        """
         pipeline = self._pipeline
         topic = pipeline._topic(topic, what="sink topic", step=self._step)
-        pipeline._check_format(format, self._step)
+        format_name, codec = pipeline._codec(format, codec, self._step)
         pipeline._add(
             "sink",
             "sink",
             topic,
             ((self._step, self._port),),
-            parameters={"topic": topic, "format": format},
-            functions=NodeFunctions(),
+            parameters={"topic": topic, "format": format_name},
+            functions=NodeFunctions(codec=codec),
             keyed=self.keyed,
             ports=0,
         )

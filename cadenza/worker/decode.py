@@ -1,7 +1,8 @@
 """The decode stage: a consumed Kafka record becomes a :class:`~cadenza.worker.unit.Unit`, or a dead letter.
 
-Source topics are decoded with the source's declared value format and model (and key type, when the
-source is keyed); an Avro source reads the Confluent Schema Registry wire format (subject
+Source topics are decoded with the source's codec and model (and key type, when the source is keyed):
+a user's codec (:class:`~cadenza.schemas.Codec`) through its protocol, a built-in one bound to the
+topic once. An Avro source reads the Confluent Schema Registry wire format (subject
 ``<topic>-value``) when the worker has a registry client (:func:`make_registry_client`: configured by
 ``KafkaSettings.schema_registry_url``), schemaless Avro with a fingerprint header otherwise. Event
 time comes from the declared field or function, or from the Kafka record
@@ -26,7 +27,17 @@ from cadenza.errors import CadenzaError, ConfigError
 from cadenza.infra.kafka.headers import get_header
 from cadenza.pipelines import NodeSpec
 from cadenza.pipelines.graph import NodeFunctions
-from cadenza.schemas import DecodeError, Headers, SchemaRegistryLike, ValueCodec, codec_for
+from cadenza.schemas import (
+    AvroFormat,
+    Codec,
+    DecodeError,
+    Headers,
+    JsonFormat,
+    SchemaRegistryLike,
+    ValueCodec,
+    builtin_format,
+    codec_for,
+)
 from cadenza.settings import KafkaSettings
 from cadenza.state import decode_key
 from cadenza.worker.dead_letter import DeadLetters
@@ -199,7 +210,7 @@ def _header_list(message: Message) -> Headers | None:
 class SourceDecoder(Decoder):
     """Decodes with the source's codec; JSON values of a model take a shortcut (see ``fast``)."""
 
-    __slots__ = ("codec", "fast", "key_decoder", "registry", "timestamp", "with_headers")
+    __slots__ = ("codec", "fast", "key_decoder", "model", "registry", "timestamp", "user", "with_headers")
 
     def __init__(
         self,
@@ -212,14 +223,28 @@ class SourceDecoder(Decoder):
         registry_client: SchemaRegistryLike | None = None,
     ) -> None:
         super().__init__(pipeline, node.id, dead, needs_event_time=needs_event_time)
-        value_format = str(node.parameters["format"])
-        if value_format == "avro" and functions.value_model is None:
+        given = functions.codec
+        model = functions.value_model
+        #: A codec that is not built in, called through the protocol (see :meth:`_user_decode`).
+        self.user: Codec | None = None
+        self.model = model
+        self.fast: Callable[[bytes], Any] | None = None
+        self.with_headers = self.registry = False
+        builtin = builtin_format(str(node.parameters["format"])) if given is None else given
+        if not isinstance(builtin, JsonFormat | AvroFormat):
+            self.user = builtin
+            self.codec: ValueCodec[Any] | None = None
+            self.key_decoder = _key_decoder(functions.key_model)
+            self.timestamp = functions.timestamp
+            return
+        value_format = builtin.name
+        if value_format == "avro" and model is None:
             raise ConfigError(
                 f"pipeline {pipeline!r}, step {node.id!r}: an Avro source needs value=Model to read with"
             )
-        self.codec: ValueCodec[Any] = value_codec(
-            value_format, functions.value_model, str(node.parameters["topic"]), registry_client
-        )
+        if isinstance(builtin, AvroFormat) and builtin.registry_client is not None:
+            registry_client = builtin.registry_client
+        self.codec = builtin.bind(model, str(node.parameters["topic"]), registry_client)
         # Only schemaless Avro reads headers (the schema fingerprint); JSON and registry-framed Avro
         # (the schema id is in the value) skip building the header list.
         self.with_headers = value_format == "avro" and registry_client is None
@@ -228,12 +253,8 @@ class SourceDecoder(Decoder):
         # JSON into a model is the common case: call pydantic's validator directly, saving the codec's two
         # Python-level calls per record. On failure the codec decodes again, so a bad record gets exactly
         # the codec's DecodeError (and a record only the codec accepts is still accepted).
-        model = functions.value_model
-        self.fast: Callable[[bytes], Any] | None = (
-            model.__pydantic_validator__.validate_json
-            if value_format == "json" and model is not None
-            else None
-        )
+        if value_format == "json" and model is not None:
+            self.fast = model.__pydantic_validator__.validate_json
         self.key_decoder = _key_decoder(functions.key_model)
         self.timestamp = functions.timestamp
 
@@ -243,17 +264,20 @@ class SourceDecoder(Decoder):
             if raw is None:
                 raise DecodeError("record has no value (a tombstone)", error_type="NoValue")
             fast = self.fast
+            codec = self.codec
             if fast is not None:
                 try:
                     value = fast(raw)
                 except Exception:
-                    value = self.codec.decode(raw)
+                    value = codec.decode(raw)  # type: ignore[union-attr]
+            elif codec is None:
+                value = self._user_decode(raw, message)
             elif self.with_headers:
-                value = self.codec.decode(raw, _header_list(message))
+                value = codec.decode(raw, _header_list(message))
             elif self.registry:
                 value = self._registry_decode(raw, topic, partition, offset)
             else:
-                value = self.codec.decode(raw)
+                value = codec.decode(raw)
             key_decoder = self.key_decoder
             key = message.key() if key_decoder is None else key_decoder(message.key())
             event_time = 0.0
@@ -270,9 +294,34 @@ class SourceDecoder(Decoder):
             return None
         return Unit(self.pipeline, self.entry, topic, partition, offset, key, value, event_time, message)
 
+    def _user_decode(self, raw: bytes, message: Message) -> Any:
+        """Decode with a user's codec; what it raises, or returns that is not a valid model, is a
+        :class:`DecodeError` naming the codec (so the dead letter says which codec refused what)."""
+        codec = self.user
+        assert codec is not None
+        model = self.model
+        try:
+            value = codec.decode(raw, model, _header_list(message))
+        except DecodeError:
+            raise
+        except Exception as exc:
+            raise DecodeError(
+                f"codec {codec.name!r} cannot decode the value: {type(exc).__name__}: {exc}",
+                error_type=type(exc).__name__,
+            ) from exc
+        if model is None or isinstance(value, model):
+            return value
+        try:
+            return model.model_validate(value)
+        except Exception as exc:
+            raise DecodeError(
+                f"codec {codec.name!r} decoded a value that is not a valid {model.__qualname__}: {exc}",
+                error_type=type(exc).__name__,
+            ) from exc
+
     def _registry_decode(self, raw: bytes, topic: str, partition: int, offset: int) -> Any:
         try:
-            return self.codec.decode(raw)
+            return self.codec.decode(raw)  # type: ignore[union-attr]
         except DecodeError:
             raise
         except Exception as exc:  # the registry could not be asked: nothing is known about the record

@@ -245,6 +245,7 @@ class _Builder:
             dead=self.dead,
             counters=self.counters,
             registry_client=self.registry_client,
+            codec=self.graph.functions.get(node_id, NodeFunctions()).codec,
         )
 
     def window(self, node_id: str) -> WindowOp:
