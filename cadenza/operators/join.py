@@ -13,7 +13,7 @@ reported, not buffered and not matched. That rule is what makes expiry safe: a b
 ``t + 2 * within + lateness <= watermark`` it can never match again and is dropped from state. Hence
 the result does not depend on when expiry runs, only on which records are late.
 
-State lives in a mapping (see :data:`~cadenza.operators.event_time.StateStore`): key ->
+State lives in a mapping (see :data:`~cadenza.state.store.PartitionState`): key ->
 ``[left_buffer, right_buffer]``, each a list of ``[event_time, value]`` in arrival order. Like the
 window aggregation, this always writes an entry back after changing it and deletes empty ones, so a
 changelogged mapping sees every change. Adding is atomic: when ``on`` raises, the exception propagates
@@ -26,11 +26,14 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cadenza.errors import ConfigError
-from cadenza.operators.event_time import Late, StateStore
+from cadenza.operators.event_time import Late
 from cadenza.operators.windows import Window
+
+if TYPE_CHECKING:  # the state package loads the Kafka client; these operators are pure logic
+    from cadenza.state.store import PartitionState
 
 __all__ = ["LEFT", "RIGHT", "JoinMatch", "WindowedJoin"]
 
@@ -64,7 +67,7 @@ class WindowedJoin:
         within: float,
         allowed_lateness: float = 0.0,
         on: Callable[[Any, Any], bool] | None = None,
-        state: StateStore | None = None,
+        state: PartitionState | None = None,
     ) -> None:
         if not within >= 0 or math.isinf(within):
             raise ConfigError(f"join within must be a finite number of seconds >= 0, got {within!r}")
@@ -75,7 +78,7 @@ class WindowedJoin:
         self._within = float(within)
         self._lateness = float(allowed_lateness)
         self._on = on
-        self._state: StateStore = {} if state is None else state
+        self._state: PartitionState = {} if state is None else state
         self._watermark = _NEG_INF
         #: How long after its own time a buffered record can still match: 2 * within + lateness.
         self._horizon = 2 * self._within + self._lateness
@@ -97,7 +100,7 @@ class WindowedJoin:
         return self._lateness
 
     @property
-    def state(self) -> StateStore:
+    def state(self) -> PartitionState:
         return self._state
 
     def window_of(self, event_time: float) -> Window:

@@ -66,7 +66,7 @@ from cadenza.scheduling.policy import Measurement, SchedulingPolicy
 from cadenza.scheduling.registry import get_policy, load_policy_class
 from cadenza.scheduling.scheduler import Quantum, Scheduler
 from cadenza.settings import KafkaSettings
-from cadenza.state.factory import store_factory
+from cadenza.state.factory import StoreFactory, store_factory
 from cadenza.worker.commits import OffsetCommits
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import PipelineStoppedError
@@ -147,8 +147,9 @@ class Worker:
     key_by sends to every partition of its repartition topic, for the watermarks downstream.
     ``activities_topic``: where the worker sends its activity trace (per interval: fetch, quantum,
     commit) for ``cadenza analyze`` (:mod:`cadenza.analysis`); ``None`` records nothing.
-    ``state_store``: ``memory`` or ``rocksdb`` (under ``state_dir``); either way the changelog topics
-    are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
+    ``state_store``: ``memory``, ``rocksdb`` (under ``state_dir``), a store factory (step name ->
+    :class:`~cadenza.state.StateStore`) or its ``package.module:factory`` path; either way the changelog
+    topics are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     Each sub-topology's true and observed rates (for scaling) are exported over windows of
     ``rate_window_s`` (None: ``CADENZA_RATE_WINDOW_S`` or 10 s; see :mod:`cadenza.worker.rates`).
     """
@@ -180,7 +181,7 @@ class Worker:
         span_sample_ratio: float = 0.01,
         feedback_topic: str | None = None,
         worker_id: str | None = None,
-        state_store: str = "memory",
+        state_store: str | StoreFactory = "memory",
         state_dir: str | Path | None = None,
         activities_topic: str | None = None,
     ) -> None:
