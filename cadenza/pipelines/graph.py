@@ -53,7 +53,8 @@ class NodeFunctions:
     - ``window_aggregate``: every aggregation, built-in or not, comes as ``init() -> acc``,
       ``add(acc, value) -> acc``, ``merge(acc, acc) -> acc`` (``None`` only for a user ``aggregate``
       without one, which non-session windows do not need) and ``result(acc) -> output``, so one
-      generic operator runs them all; ``fn`` is the user's extractor for sum/min/max/mean.
+      generic operator runs them all (the built-ins are :mod:`cadenza.operators.aggregations`'
+      aggregators); ``fn`` is the user's extractor for sum/min/max/mean.
     - ``join``: ``on(left, right) -> bool``, an extra match condition on top of equal keys, or ``None``.
     - ``branch``: ``predicates``, one per output port, tried in order; a record goes to the first
       port whose predicate holds and is dropped when none does.
