@@ -55,7 +55,8 @@ class NodeFunctions:
       without one, which non-session windows do not need) and ``result(acc) -> output``, so one
       generic operator runs them all (the built-ins are :mod:`cadenza.operators.aggregations`'
       aggregators); ``fn`` is the user's extractor for sum/min/max/mean.
-    - ``join``: ``on(left, right) -> bool``, an extra match condition on top of equal keys, or ``None``.
+    - ``join``: ``on(left, right) -> bool``, an extra match condition on top of equal keys, or ``None``;
+      ``fn``: the joiner, ``fn(left, right) -> value`` (``None``: the tuple ``(left, right)``).
     - ``branch``: ``predicates``, one per output port, tried in order; a record goes to the first
       port whose predicate holds and is dropped when none does.
     - ``source`` and ``sink``: ``codec``, the user's value codec, or ``None`` for the built-in codec

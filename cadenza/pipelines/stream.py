@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args, overload
 
 from cadenza.operators.aggregations import Aggregator, Count, Max, Mean, Min, Sum
+from cadenza.operators.join import JoinHow
 from cadenza.pipelines.graph import (
     NodeFunctions,
     SparkOutputMode,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 U = TypeVar("U")
 A = TypeVar("A")
+R = TypeVar("R")
 
 DurationLike = str | float | timedelta
 
@@ -149,18 +151,77 @@ class Stream(Generic[T]):
         opened = self._pipeline._open_window(self._step, spec.describe())
         return WindowedStream(self, spec, lateness, opened)
 
+    @overload
     def join(
         self,
         other: Stream[U],
         within: DurationLike,
         on: Callable[[T, U], bool] | None = None,
         *,
+        joiner: None = None,
+        how: Literal["inner"] = "inner",
         allowed_lateness: DurationLike = "0s",
         name: str | None = None,
-    ) -> Stream[tuple[T, U]]:
+    ) -> Stream[tuple[T, U]]: ...
+
+    @overload
+    def join(
+        self,
+        other: Stream[U],
+        within: DurationLike,
+        on: Callable[[T, U], bool] | None = None,
+        *,
+        joiner: None = None,
+        how: Literal["left"],
+        allowed_lateness: DurationLike = "0s",
+        name: str | None = None,
+    ) -> Stream[tuple[T, U | None]]: ...
+
+    @overload
+    def join(
+        self,
+        other: Stream[U],
+        within: DurationLike,
+        on: Callable[[T, U], bool] | None = None,
+        *,
+        joiner: None = None,
+        how: Literal["outer"],
+        allowed_lateness: DurationLike = "0s",
+        name: str | None = None,
+    ) -> Stream[tuple[T | None, U | None]]: ...
+
+    @overload
+    def join(
+        self,
+        other: Stream[U],
+        within: DurationLike,
+        on: Callable[[T, U], bool] | None = None,
+        *,
+        joiner: Callable[[Any, Any], R],
+        how: JoinHow = "inner",
+        allowed_lateness: DurationLike = "0s",
+        name: str | None = None,
+    ) -> Stream[R]: ...
+
+    def join(
+        self,
+        other: Stream[U],
+        within: DurationLike,
+        on: Callable[[T, U], bool] | None = None,
+        *,
+        joiner: Callable[[Any, Any], Any] | None = None,
+        how: JoinHow = "inner",
+        allowed_lateness: DurationLike = "0s",
+        name: str | None = None,
+    ) -> Stream[Any]:
         """Pair records of this stream (left) and ``other`` (right) that have equal keys and event
-        times at most ``within`` apart, emitting ``(left, right)`` tuples; ``on(left, right)`` can
-        narrow the match further.
+        times at most ``within`` apart, emitting ``joiner(left, right)`` (by default the tuple
+        ``(left, right)``); ``on(left, right)`` can narrow the match further.
+
+        ``how``: ``"inner"`` emits matches only; ``"left"`` also emits ``joiner(left, None)`` for a
+        left record that never matched, and ``"outer"`` that and ``joiner(None, right)``. Such a
+        result comes once the watermark rules out a match (``t + 2 * within + allowed_lateness``), so
+        a record that matches is never also emitted unmatched (see ``docs/joins.md``).
 
         Both sides must be keyed (the key is the join condition) and belong to this pipeline: a
         join keeps both sides in one state store, which a single pipeline owns. Read another topic
@@ -188,6 +249,10 @@ class Stream(Generic[T]):
                 )
         if on is not None:
             self._require_callable(on, "join(on=...)")
+        if joiner is not None:
+            self._require_callable(joiner, "join(joiner=...)")
+        if how not in get_args(JoinHow):
+            raise pipeline._error(f"join how must be 'inner', 'left' or 'outer', got {how!r}", self._step)
         within_s = pipeline._duration(within, "join within", self._step)
         lateness = pipeline._duration(allowed_lateness, "allowed_lateness", self._step)
         step = pipeline._add(
@@ -199,8 +264,10 @@ class Stream(Generic[T]):
                 "within_s": within_s,
                 "allowed_lateness_s": lateness,
                 "on": None if on is None else _function_name(on),
+                "how": how,
+                "joiner": None if joiner is None else _function_name(joiner),
             },
-            functions=NodeFunctions(on=on),
+            functions=NodeFunctions(on=on, fn=joiner),
             keyed=True,
         )
         return Stream(pipeline, step)

@@ -15,8 +15,13 @@ fetch first cannot push the watermark past the others' records and make them lat
 timeout releases an input that stays silent; see ``docs/watermarks.md``). Where the plan does not
 know a side's inputs, a placeholder input holds the watermark back until that side delivers. Progress
 records from upstream (:meth:`JoinOp.progress_side`) move an input's event time without a value.
-Late records go to the late topic; matches go downstream as ``(left, right)`` with the key and the
-later event time.
+Late records go to the late topic; matches go downstream as ``joiner(left, right)`` (default: the
+tuple ``(left, right)``) with the key and the later event time. A left or outer join also sends an
+unmatched record on, as ``joiner(left, None)`` or ``joiner(None, right)`` with its own event time,
+once the watermark rules out a match (see :mod:`cadenza.operators.join` and ``docs/joins.md``); a
+watermark raised by a restore keeps such results pending until the partition's next record or
+progress record, which carries them. A joiner that raises dead-letters the record that brought the
+result out (the second record of a pair; for an unmatched record, the one that moved the watermark).
 
 The changelog position keeps, per side, the next input offset (``Position.inputs``) and the origins
 applied, so after a restore each side skips exactly the input the state already holds.
@@ -25,9 +30,11 @@ applied, so after a restore each side skips exactly the input the state already 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from cadenza.operators import LEFT, RIGHT, WatermarkTracker, Window, WindowedJoin
+from cadenza.operators import LEFT, RIGHT, JoinMatch, WatermarkTracker, Window, WindowedJoin
+from cadenza.operators.join import JoinHow
 from cadenza.state import ChangelogView, ChangelogWrite, InMemoryStateStore, Position, StateStore, encode_key
 from cadenza.state.safe_codec import UnsupportedValueError, check
 from cadenza.worker.counters import WorkerCounters
@@ -59,6 +66,7 @@ class _JoinPartition:
         "inputs",
         "join",
         "origins",
+        "pending",
         "sides",
         "skip_below",
         "split",
@@ -85,6 +93,8 @@ class _JoinPartition:
         #: One side was revoked while the other stayed (reported with the next record, since a
         #: revocation of both sides arrives one side at a time).
         self.split = False
+        #: Unmatched records a restore's watermark released, emitted with the next record.
+        self.pending: list[JoinMatch] = []
 
 
 class JoinOp(Operator):
@@ -94,10 +104,12 @@ class JoinOp(Operator):
         "changelog_topic",
         "counters",
         "dead",
+        "how",
         "idle_logged",
         "idle_timeout",
         "idle_timeouts",
         "inputs",
+        "joiner",
         "lateness",
         "max_out_of_orderness",
         "next",
@@ -124,12 +136,16 @@ class JoinOp(Operator):
         store: StateStore | None = None,
         idle_timeout: float | None = None,
         sources: dict[int, tuple[int, ...]] | None = None,
+        how: JoinHow = "inner",
+        joiner: Callable[[Any, Any], Any] | None = None,
     ) -> None:
         super().__init__(node_id)
-        WindowedJoin(within, allowed_lateness, on)  # fails at worker start on a bad duration
+        WindowedJoin(within, allowed_lateness, on, how=how)  # fails at worker start on a bad setting
         self.within = within
         self.lateness = allowed_lateness
         self.on = on
+        self.how: JoinHow = how
+        self.joiner = joiner
         self.max_out_of_orderness = max_out_of_orderness
         self.idle_timeout = idle_timeout
         #: Per side, its upstream partitions from the plan ((0,) for a source topic); a side missing
@@ -155,7 +171,7 @@ class JoinOp(Operator):
         view = ChangelogView(self.store, partition)
         if entries:
             view.load(entries)
-        join = WindowedJoin(self.within, self.lateness, self.on, state=view)
+        join = WindowedJoin(self.within, self.lateness, self.on, state=view, how=self.how)
         initial: list[int] = []
         for side in (LEFT, RIGHT):
             known = self.sources.get(side)
@@ -209,6 +225,7 @@ class JoinOp(Operator):
             tracker.remove_partition(_placeholder(input_id % 2))
             tracker.observe(input_id, event_time)
         part.join.advance(max(position.watermark, tracker.watermark()))
+        part.pending = part.join.take_unmatched()
 
     def drop_side(self, side: int, partition: int) -> None:
         """Forget ``partition`` once neither side of it is held here any more."""
@@ -289,9 +306,32 @@ class JoinOp(Operator):
         self.touched.add(partition)
         join.advance(tracker.watermark())
         if matches:
-            following = self.next
-            for match in matches:
-                following.process(unit, key, (match.left, match.right), match.event_time, None)
+            self._emit(unit, matches)
+        self._emit_unmatched(unit, part)
+
+    def _emit(self, unit: Unit, results: list[JoinMatch]) -> None:
+        following, joiner = self.next, self.joiner
+        for result in results:
+            if joiner is None:
+                value: Any = (result.left, result.right)
+            else:
+                try:
+                    value = joiner(result.left, result.right)
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:  # the user's joiner
+                    self.dead.function_failed(unit, self.node_id, exc)
+                    continue
+            following.process(unit, result.key, value, result.event_time, None)
+
+    def _emit_unmatched(self, unit: Unit, part: _JoinPartition) -> None:
+        """Send on what a restore released and what the watermark just ruled out a match for."""
+        if part.pending:
+            pending, part.pending = part.pending, []
+            self._emit(unit, pending)
+        unmatched = part.join.take_unmatched()
+        if unmatched:
+            self._emit(unit, unmatched)
 
     def progress_side(self, side: int, unit: Unit, upstream: int, event_time: float) -> None:
         """Apply a progress record of ``side``: its upstream partition ``upstream`` got to ``event_time``."""
@@ -311,6 +351,7 @@ class JoinOp(Operator):
         part.inputs[side] = unit.offset + 1
         self.touched.add(partition)
         part.join.advance(part.tracker.watermark())
+        self._emit_unmatched(unit, part)
 
     # -- changelog ------------------------------------------------------------------------------------
 
