@@ -226,7 +226,7 @@ class WindowedJoin:
         """The unmatched records :meth:`advance` expired since the last call, in event-time order."""
         unmatched = self._unmatched
         if not unmatched:
-            return unmatched
+            return []  # never the list advance() goes on filling
         self._unmatched = []
         unmatched.sort(key=lambda match: match.event_time)
         return unmatched

@@ -15,7 +15,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-__all__ = ["Codec", "codec_problem"]
+from cadenza.schemas.errors import DecodeError, EncodeError
+
+__all__ = ["Codec", "codec_problem", "decode_with", "encode_with"]
 
 
 @runtime_checkable
@@ -55,3 +57,50 @@ def codec_problem(codec: object) -> str | None:
             f"encode(value)); {codec!r} lacks {', '.join(missing)}"
         )
     return None
+
+
+def decode_with(
+    codec: Codec,
+    data: bytes,
+    model: type[BaseModel] | None,
+    headers: Sequence[tuple[str, bytes | str | None]] | None = None,
+) -> Any:
+    """``codec.decode``, validated into ``model``; whatever fails is a :class:`DecodeError` naming the
+    codec, so the dead letter says which codec refused what."""
+    try:
+        value = codec.decode(data, model, headers)
+    except DecodeError:
+        raise
+    except Exception as exc:
+        raise DecodeError(
+            f"codec {codec.name!r} cannot decode the value: {type(exc).__name__}: {exc}",
+            error_type=type(exc).__name__,
+        ) from exc
+    if model is None or isinstance(value, model):
+        return value
+    try:
+        return model.model_validate(value)
+    except Exception as exc:
+        raise DecodeError(
+            f"codec {codec.name!r} decoded a value that is not a valid {model.__qualname__}: {exc}",
+            error_type=type(exc).__name__,
+        ) from exc
+
+
+def encode_with(codec: Codec, value: Any) -> bytes:
+    """``codec.encode``, checked to return bytes; whatever fails is an :class:`EncodeError`."""
+    try:
+        data = codec.encode(value)
+    except EncodeError:
+        raise
+    except Exception as exc:
+        raise EncodeError(
+            f"codec {codec.name!r} cannot encode {type(value).__name__}: {type(exc).__name__}: {exc}",
+            error_type=type(exc).__name__,
+        ) from exc
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise EncodeError(
+            f"codec {codec.name!r} returned {type(data).__name__} from encode(); it must return bytes",
+            error_type="TypeError",
+        )
+    return bytes(data)

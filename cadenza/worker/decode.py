@@ -38,6 +38,7 @@ from cadenza.schemas import (
     builtin_format,
     codec_for,
 )
+from cadenza.schemas.value_codec import decode_with
 from cadenza.settings import KafkaSettings
 from cadenza.state import decode_key
 from cadenza.worker.dead_letter import DeadLetters
@@ -295,29 +296,9 @@ class SourceDecoder(Decoder):
         return Unit(self.pipeline, self.entry, topic, partition, offset, key, value, event_time, message)
 
     def _user_decode(self, raw: bytes, message: Message) -> Any:
-        """Decode with a user's codec; what it raises, or returns that is not a valid model, is a
-        :class:`DecodeError` naming the codec (so the dead letter says which codec refused what)."""
         codec = self.user
         assert codec is not None
-        model = self.model
-        try:
-            value = codec.decode(raw, model, _header_list(message))
-        except DecodeError:
-            raise
-        except Exception as exc:
-            raise DecodeError(
-                f"codec {codec.name!r} cannot decode the value: {type(exc).__name__}: {exc}",
-                error_type=type(exc).__name__,
-            ) from exc
-        if model is None or isinstance(value, model):
-            return value
-        try:
-            return model.model_validate(value)
-        except Exception as exc:
-            raise DecodeError(
-                f"codec {codec.name!r} decoded a value that is not a valid {model.__qualname__}: {exc}",
-                error_type=type(exc).__name__,
-            ) from exc
+        return decode_with(codec, raw, self.model, _header_list(message))
 
     def _registry_decode(self, raw: bytes, topic: str, partition: int, offset: int) -> Any:
         try:

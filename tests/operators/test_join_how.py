@@ -138,3 +138,12 @@ def test_a_record_that_matches_late_in_event_time_never_also_comes_out_unmatched
 def test_unknown_how_is_refused() -> None:
     with pytest.raises(ConfigError, match="'inner', 'left' or 'outer'"):
         WindowedJoin(1.0, how="full")  # type: ignore[arg-type]
+
+
+def test_what_take_unmatched_returns_is_the_callers_even_when_empty() -> None:
+    join = WindowedJoin(1.0, 0.0, how="left")
+    join.add(LEFT, "k", 0.0, "l")
+    kept = join.take_unmatched()  # nothing yet; a caller may hold on to this list
+    join.advance(10.0)
+    assert kept == []
+    assert [(m.left, m.right) for m in join.take_unmatched()] == [("l", None)]

@@ -35,11 +35,12 @@ from typing import Any
 
 from cadenza.operators import LEFT, RIGHT, JoinMatch, WatermarkTracker, Window, WindowedJoin
 from cadenza.operators.join import JoinHow
-from cadenza.state import ChangelogView, ChangelogWrite, InMemoryStateStore, Position, StateStore, encode_key
+from cadenza.state import ChangelogView, ChangelogWrite, Position, StateStore, encode_key
 from cadenza.state.safe_codec import UnsupportedValueError, check
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
+from cadenza.worker.operators.stateful import StatefulOperator
 from cadenza.worker.unit import Unit
 
 __all__ = ["JoinInput", "JoinOp"]
@@ -97,29 +98,10 @@ class _JoinPartition:
         self.pending: list[JoinMatch] = []
 
 
-class JoinOp(Operator):
+class JoinOp(StatefulOperator):
     """The shared state and logic of one join step; records enter through :attr:`inputs`."""
 
-    __slots__ = (
-        "changelog_topic",
-        "counters",
-        "dead",
-        "how",
-        "idle_logged",
-        "idle_timeout",
-        "idle_timeouts",
-        "inputs",
-        "joiner",
-        "lateness",
-        "max_out_of_orderness",
-        "next",
-        "on",
-        "partitions",
-        "sources",
-        "store",
-        "touched",
-        "within",
-    )
+    __slots__ = ("how", "inputs", "joiner", "lateness", "on", "sources", "within")
 
     def __init__(
         self,
@@ -139,27 +121,26 @@ class JoinOp(Operator):
         how: JoinHow = "inner",
         joiner: Callable[[Any, Any], Any] | None = None,
     ) -> None:
-        super().__init__(node_id)
+        super().__init__(
+            node_id,
+            max_out_of_orderness=max_out_of_orderness,
+            changelog_topic=changelog_topic,
+            next=next,
+            dead=dead,
+            counters=counters,
+            store=store,
+            idle_timeout=idle_timeout,
+        )
         WindowedJoin(within, allowed_lateness, on, how=how)  # fails at worker start on a bad setting
         self.within = within
         self.lateness = allowed_lateness
         self.on = on
         self.how: JoinHow = how
         self.joiner = joiner
-        self.max_out_of_orderness = max_out_of_orderness
-        self.idle_timeout = idle_timeout
         #: Per side, its upstream partitions from the plan ((0,) for a source topic); a side missing
         #: here is stood for by a placeholder input until it delivers.
         self.sources = dict(sources or {})
-        self.idle_timeouts = 0
-        self.idle_logged: set[tuple[int, Any]] = set()
-        self.changelog_topic = changelog_topic
-        self.next = next
-        self.dead = dead
-        self.counters = counters
-        self.store: StateStore = store if store is not None else InMemoryStateStore()
         self.partitions: dict[int, _JoinPartition] = {}
-        self.touched: set[int] = set()
         self.inputs = (JoinInput(self, LEFT), JoinInput(self, RIGHT))
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
@@ -168,9 +149,7 @@ class JoinOp(Operator):
     # -- partitions ---------------------------------------------------------------------------------
 
     def _open(self, partition: int, entries: dict[Any, Any] | None = None) -> _JoinPartition:
-        view = ChangelogView(self.store, partition)
-        if entries:
-            view.load(entries)
+        view = self._view(partition, entries)
         join = WindowedJoin(self.within, self.lateness, self.on, state=view, how=self.how)
         initial: list[int] = []
         for side in (LEFT, RIGHT):
@@ -179,27 +158,8 @@ class JoinOp(Operator):
                 initial.append(_placeholder(side))
             else:
                 initial.extend(_input_id(upstream, side) for upstream in known)
-        tracker = WatermarkTracker(
-            initial,
-            max_out_of_orderness=self.max_out_of_orderness,
-            idle_timeout=self.idle_timeout,
-            on_idle=lambda input_id: self._idle(partition, input_id),
-        )
-        part = self.partitions[partition] = _JoinPartition(join, view, tracker)
+        part = self.partitions[partition] = _JoinPartition(join, view, self._tracker(partition, initial))
         return part
-
-    def _idle(self, partition: int, input_id: Any) -> None:
-        self.idle_timeouts += 1
-        if (partition, input_id) not in self.idle_logged:
-            self.idle_logged.add((partition, input_id))
-            _log.warning(
-                "step %r, partition %d: watermark input %s delivered nothing for %ss (idle timeout); it "
-                "no longer holds the watermark back, so its later records may be late",
-                self.node_id,
-                partition,
-                input_id,
-                self.idle_timeout,
-            )
 
     def restore_side(
         self, side: int, partition: int, entries: dict[Any, Any], position: Position | None
@@ -211,7 +171,7 @@ class JoinOp(Operator):
             part.sides.add(side)
             part.split = False
             return
-        self._drop(partition)
+        self._forget(partition)
         part = self._open(partition, entries)
         part.sides.add(side)
         if position is None:
@@ -236,12 +196,7 @@ class JoinOp(Operator):
         if part.sides:
             part.split = True
             return
-        self._drop(partition)
-
-    def _drop(self, partition: int) -> None:
-        self.partitions.pop(partition, None)
-        self.store.drop(partition)
-        self.touched.discard(partition)
+        self._forget(partition)
 
     # -- records ------------------------------------------------------------------------------------
 
@@ -355,23 +310,14 @@ class JoinOp(Operator):
 
     # -- changelog ------------------------------------------------------------------------------------
 
-    def changelog_writes(self) -> list[tuple[int, list[ChangelogWrite]]]:
-        """Per touched partition, its changed keys and then its position marker; clears ``touched``."""
-        writes: list[tuple[int, list[ChangelogWrite]]] = []
-        for partition in sorted(self.touched):
-            part = self.partitions.get(partition)
-            if part is None:
-                continue
-            position = Position(
-                offset=-1,
-                watermark=part.join.watermark,
-                event_times=dict(part.event_times),
-                origins=dict(part.origins),
-                inputs=dict(part.inputs),
-            )
-            writes.append((partition, part.view.drain(position)))
-        self.touched.clear()
-        return writes
+    def _position(self, part: _JoinPartition) -> Position:
+        return Position(
+            offset=-1,
+            watermark=part.join.watermark,
+            event_times=dict(part.event_times),
+            origins=dict(part.origins),
+            inputs=dict(part.inputs),
+        )
 
 
 class JoinInput(Operator):

@@ -15,6 +15,7 @@ from cadenza.pipelines.graph import TopicFormat
 from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext
 from cadenza.schemas import AvroFormat, Codec, EncodeError, JsonFormat, ValueCodec, codec_for
 from cadenza.schemas.registry import SchemaRegistryLike
+from cadenza.schemas.value_codec import encode_with
 from cadenza.state import encode_key
 from cadenza.state.safe_codec import UnsupportedValueError
 from cadenza.worker.counters import WorkerCounters
@@ -209,7 +210,8 @@ class SinkOp(Operator):
             format = "json"
         elif codec is not None:
             self.user = codec
-        self.codec: ValueCodec[Any] | None = codec_for("json") if format == "json" else None
+        json = format == "json" and self.user is None
+        self.codec: ValueCodec[Any] | None = codec_for("json") if json else None
         self._avro: dict[type, tuple[ValueCodec[Any], OutHeaders | None]] = {}
         self.headers: OutHeaders | None = None if output.trace_header is None else [output.trace_header]
         self._produce = output.producer.produce
@@ -221,12 +223,15 @@ class SinkOp(Operator):
         headers = self.headers
         try:
             key_bytes = None if key is None else encode_sink_key(key)
-            if self.user is not None:
-                value_bytes = self._user_encode(key, window, value)
-            elif window is not None:
-                value_bytes = encode_window_result(key, window, value)
-            elif codec is not None:
+            if window is not None:
+                if self.user is None:
+                    value_bytes = encode_window_result(key, window, value)
+                else:
+                    value_bytes = self._user_encode(key, window, value)
+            elif codec is not None:  # JSON, the common case, first
                 value_bytes = codec.encode(value)
+            elif self.user is not None:
+                value_bytes = self._user_encode(key, None, value)
             else:
                 avro, headers = self._avro_codec(value)
                 value_bytes = avro.encode(value)
@@ -260,21 +265,7 @@ class SinkOp(Operator):
         assert user is not None
         if window is not None:
             value = {"key": key, "window_start": window.start, "window_end": window.end, "value": value}
-        try:
-            data = user.encode(value)
-        except EncodeError:
-            raise
-        except Exception as exc:
-            raise EncodeError(
-                f"codec {user.name!r} cannot encode {type(value).__name__}: {type(exc).__name__}: {exc}",
-                error_type=type(exc).__name__,
-            ) from exc
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise EncodeError(
-                f"codec {user.name!r} returned {type(data).__name__} from encode(); it must return bytes",
-                error_type="TypeError",
-            )
-        return bytes(data)
+        return encode_with(user, value)
 
     def _avro_codec(self, value: Any) -> tuple[ValueCodec[Any], OutHeaders | None]:
         kind = type(value)
