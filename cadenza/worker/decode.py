@@ -38,7 +38,7 @@ from cadenza.schemas import (
     builtin_format,
     codec_for,
 )
-from cadenza.schemas.value_codec import decode_with
+from cadenza.schemas.value_codec import decode_with, encode_with
 from cadenza.settings import KafkaSettings
 from cadenza.state import decode_key
 from cadenza.worker.dead_letter import DeadLetters
@@ -208,10 +208,29 @@ def _header_list(message: Message) -> Headers | None:
     return list(headers.items()) if isinstance(headers, dict) else headers
 
 
+class _UserCodec:
+    """A user's :class:`~cadenza.schemas.Codec` bound to a source's model, as the decoder calls codecs."""
+
+    __slots__ = ("codec", "model")
+
+    def __init__(self, codec: Codec, model: type[BaseModel] | None) -> None:
+        self.codec = codec
+        self.model = model
+
+    def decode(self, data: bytes, headers: Headers | None = None) -> Any:
+        return decode_with(self.codec, data, self.model, headers)
+
+    def encode(self, value: Any) -> bytes:
+        return encode_with(self.codec, value)
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return []
+
+
 class SourceDecoder(Decoder):
     """Decodes with the source's codec; JSON values of a model take a shortcut (see ``fast``)."""
 
-    __slots__ = ("codec", "fast", "key_decoder", "model", "registry", "timestamp", "user", "with_headers")
+    __slots__ = ("codec", "fast", "key_decoder", "registry", "timestamp", "with_headers")
 
     def __init__(
         self,
@@ -226,15 +245,13 @@ class SourceDecoder(Decoder):
         super().__init__(pipeline, node.id, dead, needs_event_time=needs_event_time)
         given = functions.codec
         model = functions.value_model
-        #: A codec that is not built in, called through the protocol (see :meth:`_user_decode`).
-        self.user: Codec | None = None
-        self.model = model
         self.fast: Callable[[bytes], Any] | None = None
         self.with_headers = self.registry = False
         builtin = builtin_format(str(node.parameters["format"])) if given is None else given
         if not isinstance(builtin, JsonFormat | AvroFormat):
-            self.user = builtin
-            self.codec: ValueCodec[Any] | None = None
+            # A user's codec reads headers like schemaless Avro does, so it takes that branch.
+            self.codec: ValueCodec[Any] = _UserCodec(builtin, model)
+            self.with_headers = True
             self.key_decoder = _key_decoder(functions.key_model)
             self.timestamp = functions.timestamp
             return
@@ -265,20 +282,17 @@ class SourceDecoder(Decoder):
             if raw is None:
                 raise DecodeError("record has no value (a tombstone)", error_type="NoValue")
             fast = self.fast
-            codec = self.codec
             if fast is not None:
                 try:
                     value = fast(raw)
                 except Exception:
-                    value = codec.decode(raw)  # type: ignore[union-attr]
-            elif codec is None:
-                value = self._user_decode(raw, message)
+                    value = self.codec.decode(raw)
             elif self.with_headers:
-                value = codec.decode(raw, _header_list(message))
+                value = self.codec.decode(raw, _header_list(message))
             elif self.registry:
                 value = self._registry_decode(raw, topic, partition, offset)
             else:
-                value = codec.decode(raw)
+                value = self.codec.decode(raw)
             key_decoder = self.key_decoder
             key = message.key() if key_decoder is None else key_decoder(message.key())
             event_time = 0.0
@@ -295,14 +309,9 @@ class SourceDecoder(Decoder):
             return None
         return Unit(self.pipeline, self.entry, topic, partition, offset, key, value, event_time, message)
 
-    def _user_decode(self, raw: bytes, message: Message) -> Any:
-        codec = self.user
-        assert codec is not None
-        return decode_with(codec, raw, self.model, _header_list(message))
-
     def _registry_decode(self, raw: bytes, topic: str, partition: int, offset: int) -> Any:
         try:
-            return self.codec.decode(raw)  # type: ignore[union-attr]
+            return self.codec.decode(raw)
         except DecodeError:
             raise
         except Exception as exc:  # the registry could not be asked: nothing is known about the record
