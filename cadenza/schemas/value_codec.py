@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from cadenza.schemas.codecs import _decode_error, _encode_error
 from cadenza.schemas.errors import DecodeError, EncodeError
 
 __all__ = ["Codec", "codec_problem", "decode_with", "encode_with"]
@@ -67,24 +68,17 @@ def decode_with(
 ) -> Any:
     """``codec.decode``, validated into ``model``; whatever fails is a :class:`DecodeError` naming the
     codec, so the dead letter says which codec refused what."""
+    stage = "cannot decode the value"
     try:
         value = codec.decode(data, model, headers)
+        if model is None or isinstance(value, model):
+            return value
+        stage = f"decoded a value that is not a valid {model.__qualname__}"
+        return model.model_validate(value)
     except DecodeError:
         raise
     except Exception as exc:
-        raise DecodeError(
-            f"codec {codec.name!r} cannot decode the value: {type(exc).__name__}: {exc}",
-            error_type=type(exc).__name__,
-        ) from exc
-    if model is None or isinstance(value, model):
-        return value
-    try:
-        return model.model_validate(value)
-    except Exception as exc:
-        raise DecodeError(
-            f"codec {codec.name!r} decoded a value that is not a valid {model.__qualname__}: {exc}",
-            error_type=type(exc).__name__,
-        ) from exc
+        raise _decode_error(f"codec {codec.name!r} {stage}", exc) from exc
 
 
 def encode_with(codec: Codec, value: Any) -> bytes:
@@ -94,10 +88,7 @@ def encode_with(codec: Codec, value: Any) -> bytes:
     except EncodeError:
         raise
     except Exception as exc:
-        raise EncodeError(
-            f"codec {codec.name!r} cannot encode {type(value).__name__}: {type(exc).__name__}: {exc}",
-            error_type=type(exc).__name__,
-        ) from exc
+        raise _encode_error(f"codec {codec.name!r} cannot encode {type(value).__name__}", exc) from exc
     if not isinstance(data, bytes | bytearray | memoryview):
         raise EncodeError(
             f"codec {codec.name!r} returned {type(data).__name__} from encode(); it must return bytes",
