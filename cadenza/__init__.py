@@ -29,16 +29,20 @@ from cadenza.scheduling import (
     VirtualClock,
     get_policy,
 )
+from cadenza.schemas import AvroFormat, Codec, JsonFormat
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AvroFormat",
     "BasePolicy",
     "CadenzaError",
+    "Codec",
     "ConfigError",
     "Hopping",
+    "JsonFormat",
     "KafkaSettings",
     "Measurement",
     "OperatorInfo",

@@ -12,7 +12,6 @@ import signal
 import socket
 import sys
 import threading
-from enum import StrEnum
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -32,11 +31,6 @@ from cadenza.worker.plans import PlanMismatchError
 from cadenza.worker.supervisor import WorkerSupervisor
 
 _log = logging.getLogger("cadenza.cli")
-
-
-class StateStoreKind(StrEnum):
-    MEMORY = "memory"
-    ROCKSDB = "rocksdb"
 
 
 @command_errors
@@ -147,9 +141,13 @@ def worker_command(
         ),
     ] = ACTIVITIES_TOPIC,
     state_store: Annotated[
-        StateStoreKind,
-        typer.Option(envvar="CADENZA_STATE_STORE", help="Where window and join state lives."),
-    ] = StateStoreKind.MEMORY,
+        str,
+        typer.Option(
+            envvar="CADENZA_STATE_STORE",
+            help="Where window and join state lives: memory, rocksdb (with --state-dir), or "
+            "package.module:factory for a store factory of your own.",
+        ),
+    ] = "memory",
     state_dir: Annotated[
         Path | None,
         typer.Option(envvar="CADENZA_STATE_DIR", help="Directory of the rocksdb state store."),
@@ -262,7 +260,7 @@ def worker_command(
             span_sample_ratio=span_sample_ratio,
             feedback_topic=feedback_topic,
             activities_topic=None if activities_topic in ("", "off") else activities_topic,
-            state_store=state_store.value,
+            state_store=state_store,
             state_dir=state_dir,
             watermark_idle_timeout=watermark_idle_timeout or None,
             progress_interval=progress_interval_ms / 1000.0,

@@ -4,7 +4,6 @@ the windowed join."""
 from cadenza.operators.aggregations import Aggregate, Aggregator, Count, Max, Mean, Min, Sum, aggregate
 from cadenza.operators.event_time import (
     Late,
-    StateStore,
     WatermarkTracker,
     WindowedAggregation,
     WindowFailure,
@@ -41,7 +40,6 @@ __all__ = [
     "SessionStore",
     "SessionWindows",
     "SlidingWindows",
-    "StateStore",
     "Sum",
     "TumblingWindows",
     "WatermarkTracker",

@@ -18,8 +18,8 @@ import heapq
 import itertools
 import math
 import time
-from collections.abc import Callable, Hashable, Iterable, MutableMapping
-from typing import Any, Generic, NamedTuple, TypeVar
+from collections.abc import Callable, Hashable, Iterable
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from cadenza.durations import parse_duration
 from cadenza.errors import ConfigError
@@ -34,7 +34,10 @@ from cadenza.operators.windows import (
     WindowAssigner,
 )
 
-__all__ = ["Late", "StateStore", "WatermarkTracker", "WindowFailure", "WindowResult", "WindowedAggregation"]
+if TYPE_CHECKING:  # the state package loads the Kafka client; these operators are pure logic
+    from cadenza.state.store import PartitionState
+
+__all__ = ["Late", "WatermarkTracker", "WindowFailure", "WindowResult", "WindowedAggregation"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -199,11 +202,9 @@ class WindowFailure(NamedTuple):
     error: Exception
 
 
-#: Where window state lives: record key -> ``[windows, buffer]``, both lists of plain lists
-#: (``[start, end, accumulator]`` and, for sliding windows only, ``[event_time, value]``). Backed by a
-#: dict in memory or by a changelogged store; the aggregation always writes an entry back after
-#: changing it (never relies on mutating what ``__getitem__`` returned) and deletes empty ones.
-StateStore = MutableMapping[Any, Any]
+# Window state (a :data:`~cadenza.state.store.PartitionState`): record key -> ``[windows, buffer]``,
+# both lists of plain lists (``[start, end, accumulator]`` and, for sliding windows only,
+# ``[event_time, value]``).
 
 
 class WindowedAggregation(Generic[K, V, A, R]):
@@ -211,9 +212,9 @@ class WindowedAggregation(Generic[K, V, A, R]):
 
     Feed records with :meth:`add` in offset order (per input partition) and call :meth:`advance` with
     the operator's watermark; ``advance`` returns the windows that closed, in order of closing time.
-    State lives in ``state`` (see :data:`StateStore`); passing a restored store resumes where it was,
-    the closing-time index being rebuilt from it. The watermark itself is not stored: after a restore
-    it starts from ``-inf`` and is raised by the next ``advance``.
+    State lives in ``state`` (a :data:`~cadenza.state.store.PartitionState`); passing a restored one
+    resumes where it was, the closing-time index being rebuilt from it. The watermark itself is not
+    stored: after a restore it starts from ``-inf`` and is raised by the next ``advance``.
 
     :meth:`add` is atomic: when the aggregator's ``add`` or ``merge`` raises, the exception propagates
     and no window changed (provided those functions do not mutate the accumulators they are given, as
@@ -241,11 +242,11 @@ class WindowedAggregation(Generic[K, V, A, R]):
         assigner: WindowAssigner,
         aggregator: Aggregator[V, A, R],
         allowed_lateness: Duration = 0.0,
-        state: StateStore | None = None,
+        state: PartitionState | None = None,
     ) -> None:
         self._agg = aggregator
         self._lateness = _seconds(allowed_lateness, "allowed_lateness")
-        self._state: StateStore = {} if state is None else state
+        self._state: PartitionState = {} if state is None else state
         self._watermark = _NEG_INF
         self._heap: list[tuple[float, int, Any]] = []
         self._seq = itertools.count()
@@ -285,7 +286,7 @@ class WindowedAggregation(Generic[K, V, A, R]):
         return self._lateness
 
     @property
-    def state(self) -> StateStore:
+    def state(self) -> PartitionState:
         return self._state
 
     def add(self, key: K, event_time: float, value: V) -> list[Late]:

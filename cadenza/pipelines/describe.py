@@ -95,9 +95,12 @@ def _details(graph: PipelineGraph, node: NodeSpec) -> str:
         return text
     if node.kind == "join":
         left, right = node.upstream
-        text = f"{left} with {right} within {_seconds(p['within_s'])}"
+        how = p.get("how", "inner")
+        text = f"{'' if how == 'inner' else f'{how} '}{left} with {right} within {_seconds(p['within_s'])}"
         if p["on"] is not None:
             text += f" on {p['on']}"
+        if p.get("joiner") is not None:
+            text += f" into {p['joiner']}"
         return text
     if node.kind == "branch":
         return f"branch by {', '.join(str(name) for name in _as_list(p['predicates']))}"

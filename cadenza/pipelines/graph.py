@@ -13,13 +13,16 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf, JsonValue, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from cadenza.pipelines.errors import PipelineDefinitionError
 from cadenza.pipelines.windows import WINDOW_SPEC_ADAPTER, Hopping, Session, Sliding, Tumbling
+
+if TYPE_CHECKING:
+    from cadenza.schemas.value_codec import Codec
 
 NodeKind: TypeAlias = Literal[
     "source", "map", "filter", "flat_map", "key_by", "window_aggregate", "join", "branch", "sink"
@@ -50,11 +53,14 @@ class NodeFunctions:
     - ``window_aggregate``: every aggregation, built-in or not, comes as ``init() -> acc``,
       ``add(acc, value) -> acc``, ``merge(acc, acc) -> acc`` (``None`` only for a user ``aggregate``
       without one, which non-session windows do not need) and ``result(acc) -> output``, so one
-      generic operator runs them all; ``fn`` is the user's extractor for sum/min/max/mean.
-    - ``join``: ``on(left, right) -> bool``, an extra match condition on top of equal keys, or ``None``.
+      generic operator runs them all (the built-ins are :mod:`cadenza.operators.aggregations`'
+      aggregators); ``fn`` is the user's extractor for sum/min/max/mean.
+    - ``join``: ``on(left, right) -> bool``, an extra match condition on top of equal keys, or ``None``;
+      ``fn``: the joiner, ``fn(left, right) -> value`` (``None``: the tuple ``(left, right)``).
     - ``branch``: ``predicates``, one per output port, tried in order; a record goes to the first
       port whose predicate holds and is dropped when none does.
-    - ``sink``: nothing.
+    - ``source`` and ``sink``: ``codec``, the user's value codec, or ``None`` for the built-in codec
+      the ``format`` parameter names.
     """
 
     fn: Callable[..., Any] | None = None
@@ -67,6 +73,7 @@ class NodeFunctions:
     add: Callable[[Any, Any], Any] | None = None
     merge: Callable[[Any, Any], Any] | None = None
     result: Callable[[Any], Any] | None = None
+    codec: Codec | None = None
 
 
 class NodeSpec(BaseModel):

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar, get_args, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, get_args, overload
 
 from pydantic import BaseModel, JsonValue
 
@@ -37,6 +37,9 @@ from cadenza.pipelines.graph import (
     unsupported_by_worker,
 )
 from cadenza.pipelines.stream import Stream
+
+if TYPE_CHECKING:
+    from cadenza.schemas.value_codec import Codec
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -186,7 +189,8 @@ class Pipeline:
         *,
         value: type[M],
         key: KeyType | None = None,
-        format: TopicFormat = "json",
+        format: TopicFormat | None = None,
+        codec: Codec | None = None,
         timestamp: str | Callable[[M], Any] | None = None,
         max_out_of_orderness: str | float | timedelta = "0s",
         trusted_context: bool = False,
@@ -199,7 +203,8 @@ class Pipeline:
         *,
         value: None = None,
         key: KeyType | None = None,
-        format: TopicFormat = "json",
+        format: TopicFormat | None = None,
+        codec: Codec | None = None,
         timestamp: str | Callable[[Any], Any] | None = None,
         max_out_of_orderness: str | float | timedelta = "0s",
         trusted_context: bool = False,
@@ -211,7 +216,8 @@ class Pipeline:
         *,
         value: type[BaseModel] | None = None,
         key: KeyType | None = None,
-        format: TopicFormat = "json",
+        format: TopicFormat | None = None,
+        codec: Codec | None = None,
         timestamp: str | Callable[[Any], Any] | None = None,
         max_out_of_orderness: str | float | timedelta = "0s",
         trusted_context: bool = False,
@@ -224,6 +230,9 @@ class Pipeline:
         A source is keyed (by the Kafka record key, so without a repartition) only when ``key`` is
         given: declaring the key type is how a user says the producer partitioned by something
         meaningful.
+
+        ``format`` (``"json"``, the default, or ``"avro"``) names a built-in codec; ``codec`` takes any
+        object implementing the value-codec protocol (:class:`~cadenza.schemas.Codec`) instead.
 
         ``trusted_context``: the topic is written by an earlier stage of this pipeline (a Spark stage,
         say), so a ``cadenza-ctx`` header on its records that names this pipeline and tenant is kept.
@@ -245,7 +254,7 @@ class Pipeline:
             isinstance(key, type) and (issubclass(key, BaseModel) or key in (str, bytes))
         ):
             raise self._error(f"key must be a pydantic model class, str, bytes or None, got {key!r}", step)
-        self._check_format(format, step)
+        format_name, codec = self._codec(format, codec, step)
         timestamp_kind, timestamp_field, timestamp_fn = self._timestamp(timestamp, value, step)
         lag = self._duration(max_out_of_orderness, "max_out_of_orderness", step)
         key_name = None if key is None else key.__name__ if key in (str, bytes) else qualified_name(key)
@@ -256,7 +265,7 @@ class Pipeline:
             (),
             parameters={
                 "topic": topic,
-                "format": format,
+                "format": format_name,
                 "value": None if value is None else qualified_name(value),
                 "key": key_name,
                 "timestamp": timestamp_kind,
@@ -268,6 +277,7 @@ class Pipeline:
                 timestamp=timestamp_fn,
                 value_model=value,
                 key_model=key,
+                codec=codec,
             ),
             keyed=key is not None,
         )
@@ -529,9 +539,25 @@ class Pipeline:
         assert isinstance(topic, str)
         return topic
 
-    def _check_format(self, format: object, step: str) -> None:
-        if format not in _FORMATS:
-            raise self._error(f"format must be one of {', '.join(_FORMATS)}, got {format!r}", step)
+    def _codec(self, format: object, codec: object, step: str) -> tuple[str, Codec | None]:
+        """The format name a topic's values are described by, and the user's codec (``None``: the
+        built-in codec the name stands for, chosen by the worker)."""
+        if codec is None:
+            if format is None:
+                return "json", None
+            if format not in _FORMATS:
+                raise self._error(
+                    f"format must be one of {', '.join(_FORMATS)} (or pass codec=...), got {format!r}", step
+                )
+            return str(format), None
+        if format is not None:
+            raise self._error("give format= or codec=, not both", step)
+        from cadenza.schemas.value_codec import codec_problem  # noqa: PLC0415 - only user codecs need it
+
+        problem = codec_problem(codec)
+        if problem is not None:
+            raise self._error(problem, step)
+        return str(codec.name), cast("Codec", codec)  # type: ignore[attr-defined]
 
     def _duration(self, value: str | float | timedelta, what: str, step: str) -> float:
         try:

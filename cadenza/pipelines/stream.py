@@ -10,11 +10,12 @@ Values flowing between steps are typed (``Stream[Click]`` -> ``filter(lambda c: 
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args, overload
 
+from cadenza.operators.aggregations import Aggregator, Count, Max, Mean, Min, Sum
+from cadenza.operators.join import JoinHow
 from cadenza.pipelines.graph import (
     NodeFunctions,
     SparkOutputMode,
@@ -28,10 +29,12 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from cadenza.pipelines.pipeline import Pipeline, _OpenWindow
+    from cadenza.schemas.value_codec import Codec
 
 T = TypeVar("T")
 U = TypeVar("U")
 A = TypeVar("A")
+R = TypeVar("R")
 
 DurationLike = str | float | timedelta
 
@@ -148,18 +151,77 @@ class Stream(Generic[T]):
         opened = self._pipeline._open_window(self._step, spec.describe())
         return WindowedStream(self, spec, lateness, opened)
 
+    @overload
     def join(
         self,
         other: Stream[U],
         within: DurationLike,
         on: Callable[[T, U], bool] | None = None,
         *,
+        joiner: None = None,
+        how: Literal["inner"] = "inner",
         allowed_lateness: DurationLike = "0s",
         name: str | None = None,
-    ) -> Stream[tuple[T, U]]:
+    ) -> Stream[tuple[T, U]]: ...
+
+    @overload
+    def join(
+        self,
+        other: Stream[U],
+        within: DurationLike,
+        on: Callable[[T, U], bool] | None = None,
+        *,
+        joiner: None = None,
+        how: Literal["left"],
+        allowed_lateness: DurationLike = "0s",
+        name: str | None = None,
+    ) -> Stream[tuple[T, U | None]]: ...
+
+    @overload
+    def join(
+        self,
+        other: Stream[U],
+        within: DurationLike,
+        on: Callable[[T, U], bool] | None = None,
+        *,
+        joiner: None = None,
+        how: Literal["outer"],
+        allowed_lateness: DurationLike = "0s",
+        name: str | None = None,
+    ) -> Stream[tuple[T | None, U | None]]: ...
+
+    @overload
+    def join(
+        self,
+        other: Stream[U],
+        within: DurationLike,
+        on: Callable[[T, U], bool] | None = None,
+        *,
+        joiner: Callable[[Any, Any], R],
+        how: JoinHow = "inner",
+        allowed_lateness: DurationLike = "0s",
+        name: str | None = None,
+    ) -> Stream[R]: ...
+
+    def join(
+        self,
+        other: Stream[U],
+        within: DurationLike,
+        on: Callable[[T, U], bool] | None = None,
+        *,
+        joiner: Callable[[Any, Any], Any] | None = None,
+        how: JoinHow = "inner",
+        allowed_lateness: DurationLike = "0s",
+        name: str | None = None,
+    ) -> Stream[Any]:
         """Pair records of this stream (left) and ``other`` (right) that have equal keys and event
-        times at most ``within`` apart, emitting ``(left, right)`` tuples; ``on(left, right)`` can
-        narrow the match further.
+        times at most ``within`` apart, emitting ``joiner(left, right)`` (by default the tuple
+        ``(left, right)``); ``on(left, right)`` can narrow the match further.
+
+        ``how``: ``"inner"`` emits matches only; ``"left"`` also emits ``joiner(left, None)`` for a
+        left record that never matched, and ``"outer"`` that and ``joiner(None, right)``. Such a
+        result comes once the watermark rules out a match (``t + 2 * within + allowed_lateness``), so
+        a record that matches is never also emitted unmatched (see ``docs/joins.md``).
 
         Both sides must be keyed (the key is the join condition) and belong to this pipeline: a
         join keeps both sides in one state store, which a single pipeline owns. Read another topic
@@ -187,6 +249,10 @@ class Stream(Generic[T]):
                 )
         if on is not None:
             self._require_callable(on, "join(on=...)")
+        if joiner is not None:
+            self._require_callable(joiner, "join(joiner=...)")
+        if how not in get_args(JoinHow):
+            raise pipeline._error(f"join how must be 'inner', 'left' or 'outer', got {how!r}", self._step)
         within_s = pipeline._duration(within, "join within", self._step)
         lateness = pipeline._duration(allowed_lateness, "allowed_lateness", self._step)
         step = pipeline._add(
@@ -198,8 +264,10 @@ class Stream(Generic[T]):
                 "within_s": within_s,
                 "allowed_lateness_s": lateness,
                 "on": None if on is None else _function_name(on),
+                "how": how,
+                "joiner": None if joiner is None else _function_name(joiner),
             },
-            functions=NodeFunctions(on=on),
+            functions=NodeFunctions(on=on, fn=joiner),
             keyed=True,
         )
         return Stream(pipeline, step)
@@ -231,18 +299,22 @@ class Stream(Generic[T]):
         )
         return tuple(Stream(self._pipeline, step, port) for port in range(len(predicates)))
 
-    def sink(self, topic: str, *, format: TopicFormat = "json") -> None:
-        """Write the stream to ``topic``; a sink ends a path, so nothing can follow it."""
+    def sink(self, topic: str, *, format: TopicFormat | None = None, codec: Codec | None = None) -> None:
+        """Write the stream to ``topic``; a sink ends a path, so nothing can follow it.
+
+        ``format`` (``"json"``, the default, or ``"avro"``) names a built-in codec; ``codec`` takes any
+        object implementing the value-codec protocol (:class:`~cadenza.schemas.Codec`) instead.
+        """
         pipeline = self._pipeline
         topic = pipeline._topic(topic, what="sink topic", step=self._step)
-        pipeline._check_format(format, self._step)
+        format_name, codec = pipeline._codec(format, codec, self._step)
         pipeline._add(
             "sink",
             "sink",
             topic,
             ((self._step, self._port),),
-            parameters={"topic": topic, "format": format},
-            functions=NodeFunctions(),
+            parameters={"topic": topic, "format": format_name},
+            functions=NodeFunctions(codec=codec),
             keyed=self.keyed,
             ports=0,
         )
@@ -375,37 +447,28 @@ class WindowedStream(Generic[T]):
 
     def count(self, *, name: str | None = None) -> Stream[int]:
         """Records per key and window."""
-        return self._aggregate(
-            "count", name, fn=None, init=_count_init, add=_count_add, merge=operator.add, result=_identity
-        )
+        return self._builtin("count", name, None, Count())
 
     def sum(self, fn: Callable[[T], float], *, name: str | None = None) -> Stream[float]:
         """Sum of ``fn(value)`` per key and window."""
         self._stream._require_callable(fn, "sum()")
-        return self._aggregate(
-            "sum", name, fn=fn, init=_zero, add=_SumAdd(fn), merge=operator.add, result=_identity
-        )
+        return self._builtin("sum", name, fn, Sum(fn))
 
     def min(self, fn: Callable[[T], float], *, name: str | None = None) -> Stream[float]:
         """Smallest ``fn(value)`` per key and window."""
         self._stream._require_callable(fn, "min()")
-        return self._aggregate(
-            "min", name, fn=fn, init=_none, add=_Extreme(fn, min), merge=_ExtremeMerge(min), result=_identity
-        )
+        return self._builtin("min", name, fn, Min(fn))
 
     def max(self, fn: Callable[[T], float], *, name: str | None = None) -> Stream[float]:
         """Largest ``fn(value)`` per key and window."""
         self._stream._require_callable(fn, "max()")
-        return self._aggregate(
-            "max", name, fn=fn, init=_none, add=_Extreme(fn, max), merge=_ExtremeMerge(max), result=_identity
-        )
+        return self._builtin("max", name, fn, Max(fn))
 
     def mean(self, fn: Callable[[T], float], *, name: str | None = None) -> Stream[float]:
-        """Arithmetic mean of ``fn(value)`` per key and window (kept as a sum and a count)."""
+        """Arithmetic mean of ``fn(value)`` per key and window (kept as a sum and a count); ``None``
+        for no values (JSON-safe, unlike NaN), though a window exists only once a record fell in it."""
         self._stream._require_callable(fn, "mean()")
-        return self._aggregate(
-            "mean", name, fn=fn, init=_mean_init, add=_MeanAdd(fn), merge=_mean_merge, result=_mean_result
-        )
+        return self._builtin("mean", name, fn, Mean(fn))
 
     def aggregate(
         self,
@@ -431,6 +494,25 @@ class WindowedStream(Generic[T]):
                 self._stream.step,
             )
         return self._aggregate("aggregate", name, fn=None, init=init, add=add, merge=merge, result=_identity)
+
+    def _builtin(
+        self,
+        aggregation: str,
+        name: str | None,
+        fn: Callable[..., Any] | None,
+        aggregator: Aggregator[Any, Any, Any],
+    ) -> Stream[Any]:
+        """A built-in aggregation: the aggregators of :mod:`cadenza.operators.aggregations`, the one
+        definition of count, sum, min, max and mean."""
+        return self._aggregate(
+            aggregation,
+            name,
+            fn=fn,
+            init=aggregator.init,
+            add=aggregator.add,
+            merge=aggregator.merge,
+            result=aggregator.result,
+        )
 
     def _aggregate(
         self,
@@ -462,86 +544,6 @@ class WindowedStream(Generic[T]):
         return Stream(stream._pipeline, step)
 
 
-# Built-in aggregations, written as (init, add, merge, result) so one generic window operator runs all
-# of them. Module-level functions and small classes rather than lambdas: they pickle, and they show
-# up with readable names in traces.
-
-
 def _identity(acc: Any) -> Any:
+    """A user aggregation's output is its accumulator."""
     return acc
-
-
-def _count_init() -> int:
-    return 0
-
-
-def _count_add(acc: int, _value: Any) -> int:
-    return acc + 1
-
-
-def _zero() -> float:
-    return 0
-
-
-def _none() -> None:
-    return None
-
-
-class _SumAdd:
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Callable[[Any], float]) -> None:
-        self.fn = fn
-
-    def __call__(self, acc: float, value: Any) -> float:
-        return acc + self.fn(value)
-
-
-class _Extreme:
-    __slots__ = ("fn", "pick")
-
-    def __init__(self, fn: Callable[[Any], float], pick: Callable[[float, float], float]) -> None:
-        self.fn = fn
-        self.pick = pick
-
-    def __call__(self, acc: float | None, value: Any) -> float:
-        candidate = self.fn(value)
-        return candidate if acc is None else self.pick(acc, candidate)
-
-
-class _ExtremeMerge:
-    __slots__ = ("pick",)
-
-    def __init__(self, pick: Callable[[float, float], float]) -> None:
-        self.pick = pick
-
-    def __call__(self, left: float | None, right: float | None) -> float | None:
-        if left is None:
-            return right
-        if right is None:
-            return left
-        return self.pick(left, right)
-
-
-def _mean_init() -> tuple[float, int]:
-    return (0.0, 0)
-
-
-class _MeanAdd:
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Callable[[Any], float]) -> None:
-        self.fn = fn
-
-    def __call__(self, acc: tuple[float, int], value: Any) -> tuple[float, int]:
-        return (acc[0] + self.fn(value), acc[1] + 1)
-
-
-def _mean_merge(left: tuple[float, int], right: tuple[float, int]) -> tuple[float, int]:
-    return (left[0] + right[0], left[1] + right[1])
-
-
-def _mean_result(acc: tuple[float, int]) -> float:
-    # A window exists only once a record fell in it, so the count is never zero in practice; NaN
-    # rather than an exception keeps a hand-built empty accumulator from crashing a worker.
-    return acc[0] / acc[1] if acc[1] else float("nan")

@@ -1,4 +1,5 @@
-"""Record value schemas and codecs: pydantic models as JSON, schemaless Avro or Schema Registry Avro.
+"""Record value schemas and codecs: the value-codec protocol (:class:`Codec`) and its built-ins, pydantic
+models as JSON, schemaless Avro or Schema Registry Avro.
 
 ``context.avsc`` (the scheduling context's Avro schema) and its layout notes also live in this folder.
 """
@@ -20,7 +21,9 @@ from cadenza.schemas.errors import (
     EncodeError,
     SchemaError,
 )
+from cadenza.schemas.formats import AvroFormat, BuiltinFormat, JsonFormat, builtin_format
 from cadenza.schemas.registry import MAGIC_BYTE, RegistryAvroCodec, RegistrySchema, SchemaRegistryLike
+from cadenza.schemas.value_codec import Codec, codec_problem
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -29,11 +32,15 @@ __all__ = [
     "MAGIC_BYTE",
     "SCHEMA_FP_HEADER",
     "AvroCodec",
+    "AvroFormat",
     "AvroMapping",
+    "BuiltinFormat",
+    "Codec",
     "DecodeError",
     "EncodeError",
     "Headers",
     "JsonCodec",
+    "JsonFormat",
     "RegistryAvroCodec",
     "RegistrySchema",
     "SchemaError",
@@ -41,6 +48,8 @@ __all__ = [
     "ValueCodec",
     "avro_mapping",
     "avro_schema",
+    "builtin_format",
     "codec_for",
+    "codec_problem",
     "schema_fingerprint",
 ]

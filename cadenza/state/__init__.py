@@ -5,7 +5,15 @@ keys and values into bytes, ``restore`` reads changelog partitions back from the
 """
 
 from cadenza.state.changelog import ChangelogReplay, ChangelogView, ChangelogWrite
-from cadenza.state.factory import STORE_KINDS, StoreFactory, StoreKind, store_factory
+from cadenza.state.factory import (
+    STORE_KINDS,
+    StoreFactory,
+    StoreKind,
+    load_store_factory,
+    memory_stores,
+    rocksdb_stores,
+    store_factory,
+)
 from cadenza.state.restore import restore_changelogs
 from cadenza.state.serde import (
     POSITION_KEY,
@@ -18,7 +26,7 @@ from cadenza.state.serde import (
     encode_position,
     encode_value,
 )
-from cadenza.state.store import InMemoryStateStore, StateStore
+from cadenza.state.store import InMemoryStateStore, PartitionState, StateStore
 
 __all__ = [
     "POSITION_KEY",
@@ -27,6 +35,7 @@ __all__ = [
     "ChangelogView",
     "ChangelogWrite",
     "InMemoryStateStore",
+    "PartitionState",
     "Position",
     "StateDecodeError",
     "StateStore",
@@ -38,6 +47,9 @@ __all__ = [
     "encode_key",
     "encode_position",
     "encode_value",
+    "load_store_factory",
+    "memory_stores",
     "restore_changelogs",
+    "rocksdb_stores",
     "store_factory",
 ]

@@ -5,19 +5,29 @@ must go with it (and nothing else), and when one is assigned its state is rebuil
 partition's changelog alone. ``None`` is not a storable value: it means "absent", which is also what a
 changelog tombstone restores to.
 
-Two implementations: :class:`InMemoryStateStore` here, and
-:class:`~cadenza.state.rocksdb_store.RocksDBStateStore` for state larger than memory;
-:func:`~cadenza.state.factory.store_factory` picks one. The worker only uses these methods.
+Built in: :class:`InMemoryStateStore` here, and :class:`~cadenza.state.rocksdb_store.RocksDBStateStore`
+for state larger than memory; a user's store implements :class:`StateStore` and comes from a store
+factory (:func:`~cadenza.state.factory.store_factory`). The worker only uses these methods.
+
+The pure-logic operators (window aggregation, windowed join) see one partition of a store as a
+mapping (:data:`PartitionState`): :class:`~cadenza.state.changelog.ChangelogView` in the worker, a
+plain dict in tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
-from typing import Any, Protocol
+from collections.abc import Hashable, Iterator, MutableMapping
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-__all__ = ["InMemoryStateStore", "StateStore"]
+__all__ = ["InMemoryStateStore", "PartitionState", "StateStore"]
+
+#: One partition of a :class:`StateStore` as a mapping: what window aggregation and the join keep
+#: their entries in. Operators write an entry back after changing it (never mutate what they read)
+#: and delete entries they empty, so a changelogged view sees every change.
+PartitionState: TypeAlias = MutableMapping[Any, Any]
 
 
+@runtime_checkable
 class StateStore(Protocol):
     """What a stateful operator needs from its store."""
 

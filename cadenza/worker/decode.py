@@ -1,7 +1,8 @@
 """The decode stage: a consumed Kafka record becomes a :class:`~cadenza.worker.unit.Unit`, or a dead letter.
 
-Source topics are decoded with the source's declared value format and model (and key type, when the
-source is keyed); an Avro source reads the Confluent Schema Registry wire format (subject
+Source topics are decoded with the source's codec and model (and key type, when the source is keyed):
+a user's codec (:class:`~cadenza.schemas.Codec`) through its protocol, a built-in one bound to the
+topic once. An Avro source reads the Confluent Schema Registry wire format (subject
 ``<topic>-value``) when the worker has a registry client (:func:`make_registry_client`: configured by
 ``KafkaSettings.schema_registry_url``), schemaless Avro with a fingerprint header otherwise. Event
 time comes from the declared field or function, or from the Kafka record
@@ -26,7 +27,18 @@ from cadenza.errors import CadenzaError, ConfigError
 from cadenza.infra.kafka.headers import get_header
 from cadenza.pipelines import NodeSpec
 from cadenza.pipelines.graph import NodeFunctions
-from cadenza.schemas import DecodeError, Headers, SchemaRegistryLike, ValueCodec, codec_for
+from cadenza.schemas import (
+    AvroFormat,
+    Codec,
+    DecodeError,
+    Headers,
+    JsonFormat,
+    SchemaRegistryLike,
+    ValueCodec,
+    builtin_format,
+    codec_for,
+)
+from cadenza.schemas.value_codec import decode_with, encode_with
 from cadenza.settings import KafkaSettings
 from cadenza.state import decode_key
 from cadenza.worker.dead_letter import DeadLetters
@@ -196,6 +208,25 @@ def _header_list(message: Message) -> Headers | None:
     return list(headers.items()) if isinstance(headers, dict) else headers
 
 
+class _UserCodec:
+    """A user's :class:`~cadenza.schemas.Codec` bound to a source's model, as the decoder calls codecs."""
+
+    __slots__ = ("codec", "model")
+
+    def __init__(self, codec: Codec, model: type[BaseModel] | None) -> None:
+        self.codec = codec
+        self.model = model
+
+    def decode(self, data: bytes, headers: Headers | None = None) -> Any:
+        return decode_with(self.codec, data, self.model, headers)
+
+    def encode(self, value: Any) -> bytes:
+        return encode_with(self.codec, value)
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return []
+
+
 class SourceDecoder(Decoder):
     """Decodes with the source's codec; JSON values of a model take a shortcut (see ``fast``)."""
 
@@ -212,14 +243,26 @@ class SourceDecoder(Decoder):
         registry_client: SchemaRegistryLike | None = None,
     ) -> None:
         super().__init__(pipeline, node.id, dead, needs_event_time=needs_event_time)
-        value_format = str(node.parameters["format"])
-        if value_format == "avro" and functions.value_model is None:
+        given = functions.codec
+        model = functions.value_model
+        self.fast: Callable[[bytes], Any] | None = None
+        self.with_headers = self.registry = False
+        builtin = builtin_format(str(node.parameters["format"])) if given is None else given
+        if not isinstance(builtin, JsonFormat | AvroFormat):
+            # A user's codec reads headers like schemaless Avro does, so it takes that branch.
+            self.codec: ValueCodec[Any] = _UserCodec(builtin, model)
+            self.with_headers = True
+            self.key_decoder = _key_decoder(functions.key_model)
+            self.timestamp = functions.timestamp
+            return
+        value_format = builtin.name
+        if value_format == "avro" and model is None:
             raise ConfigError(
                 f"pipeline {pipeline!r}, step {node.id!r}: an Avro source needs value=Model to read with"
             )
-        self.codec: ValueCodec[Any] = value_codec(
-            value_format, functions.value_model, str(node.parameters["topic"]), registry_client
-        )
+        if isinstance(builtin, AvroFormat) and builtin.registry_client is not None:
+            registry_client = builtin.registry_client
+        self.codec = builtin.bind(model, str(node.parameters["topic"]), registry_client)
         # Only schemaless Avro reads headers (the schema fingerprint); JSON and registry-framed Avro
         # (the schema id is in the value) skip building the header list.
         self.with_headers = value_format == "avro" and registry_client is None
@@ -228,12 +271,8 @@ class SourceDecoder(Decoder):
         # JSON into a model is the common case: call pydantic's validator directly, saving the codec's two
         # Python-level calls per record. On failure the codec decodes again, so a bad record gets exactly
         # the codec's DecodeError (and a record only the codec accepts is still accepted).
-        model = functions.value_model
-        self.fast: Callable[[bytes], Any] | None = (
-            model.__pydantic_validator__.validate_json
-            if value_format == "json" and model is not None
-            else None
-        )
+        if value_format == "json" and model is not None:
+            self.fast = model.__pydantic_validator__.validate_json
         self.key_decoder = _key_decoder(functions.key_model)
         self.timestamp = functions.timestamp
 

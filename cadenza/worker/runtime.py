@@ -69,7 +69,7 @@ from cadenza.scheduling.policy import SchedulingPolicy
 from cadenza.scheduling.registry import get_policy, load_policy_class
 from cadenza.scheduling.scheduler import Scheduler
 from cadenza.settings import KafkaSettings
-from cadenza.state.factory import store_factory
+from cadenza.state.factory import StoreFactory, store_factory
 from cadenza.worker.checkpoint import Checkpoint
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import PipelineStoppedError
@@ -158,8 +158,9 @@ class Worker:
     ``max_poll_interval``: seconds a user call may run before the group declares this worker's
     partitions lost (``max.poll.interval.ms``); ``hang_timeout`` (default: 80 % of it): seconds after
     which the watchdog pins a running call as a possible poison pill (:mod:`.quarantine`).
-    ``state_store``: ``memory`` or ``rocksdb`` (under ``state_dir``); either way the changelog topics
-    are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
+    ``state_store``: ``memory``, ``rocksdb`` (under ``state_dir``), a store factory (step name ->
+    :class:`~cadenza.state.StateStore`) or its ``package.module:factory`` path; either way the changelog
+    topics are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     Each sub-topology's true and observed rates (for scaling) are exported over windows of
     ``rate_window_s`` (None: ``CADENZA_RATE_WINDOW_S`` or 10 s; see :mod:`cadenza.worker.rates`).
     """
@@ -191,7 +192,7 @@ class Worker:
         span_sample_ratio: float = 0.01,
         feedback_topic: str | None = None,
         worker_id: str | None = None,
-        state_store: str = "memory",
+        state_store: str | StoreFactory = "memory",
         state_dir: str | Path | None = None,
         activities_topic: str | None = None,
         replace_plan: bool = False,

@@ -281,6 +281,7 @@ class _Builder:
             counters=self.counters,
             registry_client=self.registry_client,
             stamp=None if self.hooks is None else self.hooks.sink(self.graph, self.sub, node_id),
+            codec=self.graph.functions.get(node_id, NodeFunctions()).codec,
         )
 
     def window(self, node_id: str) -> WindowOp:
@@ -324,11 +325,13 @@ class _Builder:
             float(str(graph.node(upstream_source(graph, up)).parameters.get("max_out_of_orderness_s", 0.0)))
             for up in node.upstream
         )
+        functions = graph.functions.get(node_id, NodeFunctions())
+        how = node.parameters.get("how", "inner")
         return JoinOp(
             node_id,
             within=float(str(node.parameters.get("within_s", 0.0))),
             allowed_lateness=float(str(node.parameters.get("allowed_lateness_s", 0.0))),
-            on=graph.functions.get(node_id, NodeFunctions()).on,
+            on=functions.on,
             max_out_of_orderness=disorder,
             changelog_topic=node.changelog_topic,
             next=self.downstream(node_id),
@@ -338,6 +341,8 @@ class _Builder:
             idle_timeout=self.idle_timeout,
             clock=self.clock,
             sources=self.join_sources(node_id),
+            how="left" if how == "left" else "outer" if how == "outer" else "inner",
+            joiner=functions.fn,
         )
 
     def join_sources(self, node_id: str) -> dict[int, tuple[int, ...]]:

@@ -156,7 +156,7 @@ def encode_window_result(key: Any, window: Window, value: Any) -> bytes:
         return pydantic_core.to_json(
             {"key": key, "window_start": window.start, "window_end": window.end, "value": value},
             bytes_mode="base64",
-            inf_nan_mode="null",  # NaN (the mean of nothing, say) is not JSON
+            inf_nan_mode="null",  # NaN (from a user aggregation, say) is not JSON
         )
     except Exception as exc:
         raise EncodeError(

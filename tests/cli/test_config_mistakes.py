@@ -91,3 +91,18 @@ def test_no_broker_at_the_address_names_the_address_and_the_fix(tmp_path: Path) 
     result = worker(tmp_path, "mistakes_mod", CADENZA_REQUEST_TIMEOUT_MS="2000")
     assert result.returncode == 1
     one_clear_line(result, "127.0.0.1:1", "CADENZA_BOOTSTRAP_SERVERS", "cadenza broker --detach")
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("no_such_store_module:make", "module 'no_such_store_module' not found"),
+        ("mistakes_mod:missing", "module 'mistakes_mod' has no attribute 'missing'"),
+        ("mistakes_mod:p", "is a Pipeline, not callable"),
+        ("disk", "unknown state store 'disk'"),
+    ],
+)
+def test_a_bad_state_store_spec_is_one_line(tmp_path: Path, spec: str, expected: str) -> None:
+    result = worker(tmp_path, "mistakes_mod", "--state-store", spec)
+    assert result.returncode == 1
+    one_clear_line(result, f"state store {spec!r}" if ":" in spec else "state store", expected)

@@ -27,7 +27,7 @@ AGGREGATORS: dict[str, tuple[Aggregator[Any, Any, Any], Any]] = {
 }
 
 
-def fold(agg: Aggregator[Any, Any, Any], values: list[int], through_json: bool = False) -> Any:
+def fold(agg: Aggregator[Any, Any, Any], values: list[Any], through_json: bool = False) -> Any:
     acc = agg.init()
     for value in values:
         acc = agg.add(acc, value)
@@ -89,3 +89,36 @@ def test_user_aggregate_without_result_returns_the_accumulator() -> None:
 def test_user_aggregate_needs_an_init_function() -> None:
     with pytest.raises(ConfigError, match="zero-argument"):
         aggregate(0, lambda acc, v: acc + v, lambda a, b: a + b)  # type: ignore[arg-type]
+
+
+def test_declared_aggregations_are_the_operators_aggregators_and_an_empty_mean_is_none() -> None:
+    """``WindowedStream.mean()`` and ``Mean`` are one definition: folding the same values through the
+    functions a declaration compiles to gives what the aggregator gives, and no values give None."""
+    from cadenza.pipelines import Pipeline, Tumbling  # noqa: PLC0415
+
+    values = [3.0, -1.5, 10.0]
+    builtins: dict[str, tuple[Aggregator[Any, Any, Any], Any]] = {
+        "count": (Count(), None),
+        "sum": (Sum(), lambda v: v),
+        "min": (Min(), lambda v: v),
+        "max": (Max(), lambda v: v),
+        "mean": (Mean(), lambda v: v),
+    }
+    for kind, (aggregator, fn) in builtins.items():
+        pipeline = Pipeline(f"agg-{kind}", tenant="t", latency_target="1s")
+        windowed = pipeline.source("in").key_by(lambda v: "k").window(Tumbling("1s"))
+        declared = getattr(windowed, kind)() if fn is None else getattr(windowed, kind)(fn)
+        declared.sink("out")
+        functions = pipeline.compile().functions[declared.step]
+        assert functions.init is not None and functions.add is not None and functions.result is not None
+        assert isinstance(getattr(functions.result, "__self__", None), type(aggregator))
+        acc = functions.init()
+        for value in values:
+            acc = functions.add(acc, value)
+        assert functions.result(acc) == aggregator.result(fold(aggregator, values)), kind
+    mean = Pipeline("empty-mean", tenant="t", latency_target="1s")
+    step = mean.source("in").key_by(lambda v: "k").window(Tumbling("1s")).mean(lambda v: v)
+    step.sink("out")
+    result = mean.compile().functions[step.step].result
+    assert result is not None
+    assert result(mean.compile().functions[step.step].init()) is None  # type: ignore[misc]

@@ -5,9 +5,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
-from cadenza.pipelines import EdgeSpec, InternalTopic, Pipeline, PipelineGraph, Session, Tumbling
+from cadenza.pipelines import (
+    EdgeSpec,
+    InternalTopic,
+    Pipeline,
+    PipelineDefinitionError,
+    PipelineGraph,
+    Session,
+    Tumbling,
+)
 
 
 class Click(BaseModel):
@@ -214,7 +223,13 @@ def test_join_graph_has_left_and_right_inputs() -> None:
     assert [n.id for n in graph.nodes] == ["1-source", "2-key_by", "3-source", "4-join", "5-map", "6-sink"]
     join = graph.node("4-join")
     assert join.upstream == ["2-key_by", "3-source"]
-    assert join.parameters == {"within_s": 5.0, "allowed_lateness_s": 1.0, "on": "<lambda>"}
+    assert join.parameters == {
+        "within_s": 5.0,
+        "allowed_lateness_s": 1.0,
+        "on": "<lambda>",
+        "how": "inner",
+        "joiner": None,
+    }
     assert (join.keyed, join.stateful, join.changelog_topic) == (True, True, "click-pay.4-join.changelog")
     assert graph.edges[1:3] == [
         EdgeSpec(source="2-key_by", target="4-join", input=0),
@@ -231,6 +246,27 @@ def test_join_graph_has_left_and_right_inputs() -> None:
         "click-pay.dlq",
         "click-pay.late",
     ]
+
+
+def pay_total(click: Click | None, payment: Payment | None) -> float:
+    return 0.0 if payment is None else payment.amount
+
+
+def test_join_takes_a_joiner_and_how_and_refuses_other_hows() -> None:
+    pipeline = Pipeline("click-pay", tenant="ads", latency_target="500ms")
+    clicks = pipeline.source("clicks", value=Click).key_by(lambda c: c.user)
+    payments = pipeline.source("payments", value=Payment, key=str)
+    clicks.join(payments, within="5s", joiner=pay_total, how="outer").sink("totals")
+    graph = pipeline.compile()
+    join = graph.node("4-join")
+    assert (join.parameters["how"], join.parameters["joiner"]) == ("outer", "pay_total")
+    assert graph.functions["4-join"].fn is pay_total
+    with pytest.raises(
+        PipelineDefinitionError, match="join how must be 'inner', 'left' or 'outer', got 'full'"
+    ):
+        clicks.join(payments, within="5s", how="full")  # type: ignore[call-overload]
+    with pytest.raises(PipelineDefinitionError, match="joiner"):
+        clicks.join(payments, within="5s", joiner="pay_total")  # type: ignore[call-overload]
 
 
 def test_join_of_two_branches_of_one_step() -> None:

@@ -300,7 +300,10 @@ def test_second_source_of_the_same_topic() -> None:
             lambda p: p.source("a b"),
             "source topic 'a b' may only contain letters, digits, '.', '_' and '-' (Kafka topic rules)",
         ),
-        (lambda p: p.source("a", format="xml"), "format must be one of json, avro, got 'xml'"),
+        (
+            lambda p: p.source("a", format="xml"),
+            "format must be one of json, avro (or pass codec=...), got 'xml'",
+        ),
         (
             lambda p: p.source("a", value=dict),
             "value must be a pydantic model class or None, got <class 'dict'>",
@@ -339,7 +342,10 @@ def test_source_arguments(call: Callable[[Pipeline], Any], message: str) -> None
             lambda s: s.sink("x/y"),
             "sink topic 'x/y' may only contain letters, digits, '.', '_' and '-' (Kafka topic rules)",
         ),
-        (lambda s: s.sink("out", format="csv"), "format must be one of json, avro, got 'csv'"),
+        (
+            lambda s: s.sink("out", format="csv"),
+            "format must be one of json, avro (or pass codec=...), got 'csv'",
+        ),
         (lambda s: s.window("1s"), "window() expects Tumbling, Hopping, Sliding or Session, got '1s'"),
         (
             lambda s: s.window(Tumbling("1s"), allowed_lateness="soon"),

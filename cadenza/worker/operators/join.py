@@ -15,8 +15,13 @@ fetch first cannot push the watermark past the others' records and make them lat
 timeout releases an input that stays silent; see ``docs/watermarks.md``). Where the plan does not
 know a side's inputs, a placeholder input holds the watermark back until that side delivers. Progress
 records from upstream (:meth:`JoinOp.progress_side`) move an input's event time without a value.
-Late records go to the late topic; matches go downstream as ``(left, right)`` with the key and the
-later event time.
+Late records go to the late topic; matches go downstream as ``joiner(left, right)`` (default: the
+tuple ``(left, right)``) with the key and the later event time. A left or outer join also sends an
+unmatched record on, as ``joiner(left, None)`` or ``joiner(None, right)`` with its own event time,
+once the watermark rules out a match (see :mod:`cadenza.operators.join` and ``docs/joins.md``); a
+watermark raised by a restore keeps such results pending until the partition's next record or
+progress record, which carries them. A joiner that raises dead-letters the record that brought the
+result out (the second record of a pair; for an unmatched record, the one that moved the watermark).
 
 The changelog position keeps, per side, the next input offset (``Position.inputs``) and the origins
 applied, so after a restore each side skips exactly the input the state already holds.
@@ -29,12 +34,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cadenza.operators import LEFT, RIGHT, WatermarkTracker, Window, WindowedJoin
-from cadenza.state import ChangelogView, ChangelogWrite, InMemoryStateStore, Position, StateStore, encode_key
+from cadenza.operators import LEFT, RIGHT, JoinMatch, WatermarkTracker, Window, WindowedJoin
+from cadenza.operators.join import JoinHow
+from cadenza.state import ChangelogView, ChangelogWrite, Position, StateStore, encode_key
 from cadenza.state.safe_codec import UnsupportedValueError, check
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
+from cadenza.worker.operators.stateful import StatefulOperator
 from cadenza.worker.unit import Unit
 
 __all__ = ["JoinInput", "JoinOp"]
@@ -61,6 +68,7 @@ class _JoinPartition:
         "inputs",
         "join",
         "origins",
+        "pending",
         "sides",
         "skip_below",
         "split",
@@ -87,30 +95,14 @@ class _JoinPartition:
         #: One side was revoked while the other stayed (reported with the next record, since a
         #: revocation of both sides arrives one side at a time).
         self.split = False
+        #: Unmatched records a restore's watermark released, emitted with the next record.
+        self.pending: list[JoinMatch] = []
 
 
-class JoinOp(Operator):
+class JoinOp(StatefulOperator):
     """The shared state and logic of one join step; records enter through :attr:`inputs`."""
 
-    __slots__ = (
-        "changelog_topic",
-        "clock",
-        "counters",
-        "dead",
-        "idle_logged",
-        "idle_timeout",
-        "idle_timeouts",
-        "inputs",
-        "lateness",
-        "max_out_of_orderness",
-        "next",
-        "on",
-        "partitions",
-        "sources",
-        "store",
-        "touched",
-        "within",
-    )
+    __slots__ = ("how", "inputs", "joiner", "lateness", "on", "sources", "within")
 
     def __init__(
         self,
@@ -128,28 +120,30 @@ class JoinOp(Operator):
         idle_timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         sources: dict[int, tuple[int, ...]] | None = None,
+        how: JoinHow = "inner",
+        joiner: Callable[[Any, Any], Any] | None = None,
     ) -> None:
-        super().__init__(node_id)
-        WindowedJoin(within, allowed_lateness, on)  # fails at worker start on a bad duration
+        super().__init__(
+            node_id,
+            max_out_of_orderness=max_out_of_orderness,
+            changelog_topic=changelog_topic,
+            next=next,
+            dead=dead,
+            counters=counters,
+            store=store,
+            idle_timeout=idle_timeout,
+            clock=clock,
+        )
+        WindowedJoin(within, allowed_lateness, on, how=how)  # fails at worker start on a bad setting
         self.within = within
         self.lateness = allowed_lateness
         self.on = on
-        self.max_out_of_orderness = max_out_of_orderness
-        self.idle_timeout = idle_timeout
-        #: What idle timeouts are measured on (seconds; a test driver passes its virtual clock).
-        self.clock = clock
+        self.how: JoinHow = how
+        self.joiner = joiner
         #: Per side, its upstream partitions from the plan ((0,) for a source topic); a side missing
         #: here is stood for by a placeholder input until it delivers.
         self.sources = dict(sources or {})
-        self.idle_timeouts = 0
-        self.idle_logged: set[tuple[int, Any]] = set()
-        self.changelog_topic = changelog_topic
-        self.next = next
-        self.dead = dead
-        self.counters = counters
-        self.store: StateStore = store if store is not None else InMemoryStateStore()
         self.partitions: dict[int, _JoinPartition] = {}
-        self.touched: set[int] = set()
         self.inputs = (JoinInput(self, LEFT), JoinInput(self, RIGHT))
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
@@ -158,10 +152,8 @@ class JoinOp(Operator):
     # -- partitions ---------------------------------------------------------------------------------
 
     def _open(self, partition: int, entries: dict[Any, Any] | None = None) -> _JoinPartition:
-        view = ChangelogView(self.store, partition)
-        if entries:
-            view.load(entries)
-        join = WindowedJoin(self.within, self.lateness, self.on, state=view)
+        view = self._view(partition, entries)
+        join = WindowedJoin(self.within, self.lateness, self.on, state=view, how=self.how)
         initial: list[int] = []
         for side in (LEFT, RIGHT):
             known = self.sources.get(side)
@@ -169,28 +161,8 @@ class JoinOp(Operator):
                 initial.append(_placeholder(side))
             else:
                 initial.extend(_input_id(upstream, side) for upstream in known)
-        tracker = WatermarkTracker(
-            initial,
-            max_out_of_orderness=self.max_out_of_orderness,
-            idle_timeout=self.idle_timeout,
-            clock=self.clock,
-            on_idle=lambda input_id: self._idle(partition, input_id),
-        )
-        part = self.partitions[partition] = _JoinPartition(join, view, tracker)
+        part = self.partitions[partition] = _JoinPartition(join, view, self._tracker(partition, initial))
         return part
-
-    def _idle(self, partition: int, input_id: Any) -> None:
-        self.idle_timeouts += 1
-        if (partition, input_id) not in self.idle_logged:
-            self.idle_logged.add((partition, input_id))
-            _log.warning(
-                "step %r, partition %d: watermark input %s delivered nothing for %ss (idle timeout); it "
-                "no longer holds the watermark back, so its later records may be late",
-                self.node_id,
-                partition,
-                input_id,
-                self.idle_timeout,
-            )
 
     def restore_side(
         self, side: int, partition: int, entries: dict[Any, Any], position: Position | None
@@ -202,7 +174,7 @@ class JoinOp(Operator):
             part.sides.add(side)
             part.split = False
             return
-        self._drop(partition)
+        self._forget(partition)
         part = self._open(partition, entries)
         part.sides.add(side)
         if position is None:
@@ -216,6 +188,7 @@ class JoinOp(Operator):
             tracker.remove_partition(_placeholder(input_id % 2))
             tracker.observe(input_id, event_time)
         part.join.advance(max(position.watermark, tracker.watermark()))
+        part.pending = part.join.take_unmatched()
 
     def drop_side(self, side: int, partition: int) -> None:
         """Forget ``partition`` once neither side of it is held here any more."""
@@ -226,12 +199,7 @@ class JoinOp(Operator):
         if part.sides:
             part.split = True
             return
-        self._drop(partition)
-
-    def _drop(self, partition: int) -> None:
-        self.partitions.pop(partition, None)
-        self.store.drop(partition)
-        self.touched.discard(partition)
+        self._forget(partition)
 
     # -- records ------------------------------------------------------------------------------------
 
@@ -296,9 +264,32 @@ class JoinOp(Operator):
         self.touched.add(partition)
         join.advance(tracker.watermark())
         if matches:
-            following = self.next
-            for match in matches:
-                following.process(unit, key, (match.left, match.right), match.event_time, None)
+            self._emit(unit, matches)
+        self._emit_unmatched(unit, part)
+
+    def _emit(self, unit: Unit, results: list[JoinMatch]) -> None:
+        following, joiner = self.next, self.joiner
+        for result in results:
+            if joiner is None:
+                value: Any = (result.left, result.right)
+            else:
+                try:
+                    value = joiner(result.left, result.right)
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:  # the user's joiner
+                    self.dead.function_failed(unit, self.node_id, exc)
+                    continue
+            following.process(unit, result.key, value, result.event_time, None)
+
+    def _emit_unmatched(self, unit: Unit, part: _JoinPartition) -> None:
+        """Send on what a restore released and what the watermark just ruled out a match for."""
+        if part.pending:
+            pending, part.pending = part.pending, []
+            self._emit(unit, pending)
+        unmatched = part.join.take_unmatched()
+        if unmatched:
+            self._emit(unit, unmatched)
 
     def progress_side(self, side: int, unit: Unit, upstream: int, event_time: float) -> None:
         """Apply a progress record of ``side``: its upstream partition ``upstream`` got to ``event_time``."""
@@ -318,26 +309,18 @@ class JoinOp(Operator):
         part.inputs[side] = unit.offset + 1
         self.touched.add(partition)
         part.join.advance(part.tracker.watermark())
+        self._emit_unmatched(unit, part)
 
     # -- changelog ------------------------------------------------------------------------------------
 
-    def changelog_writes(self) -> list[tuple[int, list[ChangelogWrite]]]:
-        """Per touched partition, its changed keys and then its position marker; clears ``touched``."""
-        writes: list[tuple[int, list[ChangelogWrite]]] = []
-        for partition in sorted(self.touched):
-            part = self.partitions.get(partition)
-            if part is None:
-                continue
-            position = Position(
-                offset=-1,
-                watermark=part.join.watermark,
-                event_times=dict(part.event_times),
-                origins=dict(part.origins),
-                inputs=dict(part.inputs),
-            )
-            writes.append((partition, part.view.drain(position)))
-        self.touched.clear()
-        return writes
+    def _position(self, part: _JoinPartition) -> Position:
+        return Position(
+            offset=-1,
+            watermark=part.join.watermark,
+            event_times=dict(part.event_times),
+            origins=dict(part.origins),
+            inputs=dict(part.inputs),
+        )
 
 
 class JoinInput(Operator):

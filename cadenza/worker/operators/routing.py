@@ -13,13 +13,13 @@ from cadenza.infra.metrics.prometheus import OperatorMetrics
 from cadenza.operators import Window
 from cadenza.pipelines.graph import TopicFormat
 from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext
-from cadenza.schemas import EncodeError, ValueCodec, codec_for
+from cadenza.schemas import AvroFormat, Codec, EncodeError, JsonFormat, ValueCodec, codec_for
 from cadenza.schemas.registry import SchemaRegistryLike
+from cadenza.schemas.value_codec import encode_with
 from cadenza.state import encode_key
 from cadenza.state.safe_codec import UnsupportedValueError
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
-from cadenza.worker.decode import value_codec
 from cadenza.worker.operators.base import Operator
 from cadenza.worker.output import OutHeaders, Output, RecordTooLargeError, too_large
 from cadenza.worker.unit import Unit
@@ -163,12 +163,13 @@ class KeyByOp(Operator):
 
 
 class SinkOp(Operator):
-    """Encodes with the sink's format and produces; window results become the JSON envelope
-    described in :mod:`cadenza.worker.wire`."""
+    """Encodes with the sink's codec and produces; window results become the JSON envelope
+    described in :mod:`cadenza.worker.wire` (a user's codec gets that envelope as a dict)."""
 
     __slots__ = (
         "_avro",
         "_produce",
+        "avro_format",
         "codec",
         "counters",
         "dead",
@@ -178,6 +179,7 @@ class SinkOp(Operator):
         "registry_client",
         "stamp",
         "topic",
+        "user",
     )
 
     def __init__(
@@ -191,6 +193,7 @@ class SinkOp(Operator):
         counters: WorkerCounters,
         registry_client: SchemaRegistryLike | None = None,
         stamp: SinkStamp | None = None,
+        codec: Codec | None = None,
     ) -> None:
         super().__init__(node_id)
         self.topic = topic
@@ -202,7 +205,17 @@ class SinkOp(Operator):
         self.counters = counters
         # JSON encodes any value (models, dicts, numbers) without a model; Avro needs the value's model,
         # known only from the first record of each type, so its codecs are made on first use.
-        self.codec: ValueCodec[Any] | None = codec_for("json") if format == "json" else None
+        #: A codec that is not built in (``format`` is then ignored), called through the protocol.
+        self.user: Codec | None = None
+        self.avro_format = AvroFormat()
+        if isinstance(codec, AvroFormat):
+            format, self.avro_format = "avro", codec
+        elif isinstance(codec, JsonFormat):
+            format = "json"
+        elif codec is not None:
+            self.user = codec
+        json = format == "json" and self.user is None
+        self.codec: ValueCodec[Any] | None = codec_for("json") if json else None
         self._avro: dict[type, tuple[ValueCodec[Any], OutHeaders | None]] = {}
         self.headers: OutHeaders | None = None if output.trace_header is None else [output.trace_header]
         self._produce = output.producer.produce
@@ -216,9 +229,14 @@ class SinkOp(Operator):
         try:
             key_bytes = None if key is None else encode_sink_key(key)
             if window is not None:
-                value_bytes = encode_window_result(key, window, value)
-            elif codec is not None:
+                if self.user is None:
+                    value_bytes = encode_window_result(key, window, value)
+                else:
+                    value_bytes = self._user_encode(key, window, value)
+            elif codec is not None:  # JSON, the common case, first
                 value_bytes = codec.encode(value)
+            elif self.user is not None:
+                value_bytes = self._user_encode(key, None, value)
             else:
                 avro, headers = self._avro_codec(value)
                 value_bytes = avro.encode(value)
@@ -247,6 +265,13 @@ class SinkOp(Operator):
             return
         self.counters.produced += 1
 
+    def _user_encode(self, key: Any, window: Window | None, value: Any) -> bytes:
+        user = self.user
+        assert user is not None
+        if window is not None:
+            value = {"key": key, "window_start": window.start, "window_end": window.end, "value": value}
+        return encode_with(user, value)
+
     def _avro_codec(self, value: Any) -> tuple[ValueCodec[Any], OutHeaders | None]:
         kind = type(value)
         found = self._avro.get(kind)
@@ -256,7 +281,7 @@ class SinkOp(Operator):
                     f"sink {self.topic!r} is Avro, which needs a pydantic model value; got {kind.__name__}",
                     error_type="TypeError",
                 )
-            codec = value_codec("avro", kind, self.topic, self.registry_client)
+            codec = self.avro_format.bind(kind, self.topic, self.registry_client)
             codec_headers: OutHeaders = list(codec.headers())
             found = self._avro[kind] = (codec, codec_headers or None)
         return found

@@ -1,19 +1,30 @@
-"""What the worker needs from a stateful step: restore on assignment, drop on revocation, changelog writes.
+"""What the worker needs from a stateful step (restore on assignment, drop on revocation, changelog
+writes), and the code window and join steps share to provide it.
 
 Window aggregates (:class:`~cadenza.worker.operators.window.WindowOp`) and both inputs of a join
-(:class:`~cadenza.worker.operators.join.JoinInput`) satisfy it, so the runtime and the restorer handle
-them alike: per (step, input partition), whatever the step is.
+(:class:`~cadenza.worker.operators.join.JoinInput`) satisfy :class:`StatefulStep`, so the runtime and
+the restorer handle them alike: per (step, input partition), whatever the step is. Both steps derive
+from :class:`StatefulOperator`: a store split by input partition, one changelog view and one
+watermark tracker per partition, and the changelog writes of the partitions a batch touched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import logging
+import time
+from collections.abc import Callable, Collection, Hashable, Iterable
 from typing import Any, Protocol
 
-from cadenza.state import ChangelogWrite, Position
+from cadenza.operators import WatermarkTracker
+from cadenza.state import ChangelogView, ChangelogWrite, InMemoryStateStore, Position, StateStore
+from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.dead_letter import DeadLetters
+from cadenza.worker.operators.base import Operator
 from cadenza.worker.unit import Unit
 
-__all__ = ["StatefulStep"]
+__all__ = ["StatefulOperator", "StatefulStep"]
+
+_log = logging.getLogger("cadenza.worker")
 
 
 class StatefulStep(Protocol):
@@ -52,3 +63,101 @@ class StatefulStep(Protocol):
     def idle_timeouts(self) -> int:
         """How many times the idle timeout of one of the step's watermark inputs fired."""
         ...
+
+
+class StatefulOperator(Operator):
+    """State, watermarks and changelog writes per input partition; subclasses keep, per partition, an
+    object with a ``view`` (:class:`~cadenza.state.ChangelogView`) and say what its position is."""
+
+    __slots__ = (
+        "changelog_topic",
+        "clock",
+        "counters",
+        "dead",
+        "idle_logged",
+        "idle_timeout",
+        "idle_timeouts",
+        "max_out_of_orderness",
+        "next",
+        "partitions",
+        "store",
+        "touched",
+    )
+
+    def __init__(
+        self,
+        node_id: str,
+        *,
+        max_out_of_orderness: float,
+        changelog_topic: str,
+        next: Operator,
+        dead: DeadLetters,
+        counters: WorkerCounters,
+        store: StateStore | None,
+        idle_timeout: float | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(node_id)
+        #: What idle timeouts are measured on (seconds; a test driver passes its virtual clock).
+        self.clock = clock
+        self.max_out_of_orderness = max_out_of_orderness
+        self.changelog_topic = changelog_topic
+        self.next = next
+        self.dead = dead
+        self.counters = counters
+        self.store: StateStore = store if store is not None else InMemoryStateStore()
+        self.idle_timeout = idle_timeout
+        #: How many times an input's idle timeout fired (the ``cadenza_watermark_idle_timeouts`` metric).
+        self.idle_timeouts = 0
+        #: (partition, input) pairs whose idle timeout was logged: once each, not once per silence.
+        self.idle_logged: set[tuple[int, Hashable]] = set()
+        self.partitions: dict[int, Any] = {}
+        #: Partitions that ran records since the last changelog write.
+        self.touched: set[int] = set()
+
+    def _view(self, partition: int, entries: dict[Any, Any] | None) -> ChangelogView:
+        view = ChangelogView(self.store, partition)
+        if entries:
+            view.load(entries)
+        return view
+
+    def _tracker(self, partition: int, inputs: Iterable[Hashable]) -> WatermarkTracker:
+        return WatermarkTracker(
+            inputs,
+            max_out_of_orderness=self.max_out_of_orderness,
+            idle_timeout=self.idle_timeout,
+            clock=self.clock,
+            on_idle=lambda source: self._idle(partition, source),
+        )
+
+    def _idle(self, partition: int, source: Hashable) -> None:
+        self.idle_timeouts += 1
+        if (partition, source) not in self.idle_logged:
+            self.idle_logged.add((partition, source))
+            _log.warning(
+                "step %r, partition %d: watermark input %s delivered nothing for %ss (idle timeout); it "
+                "no longer holds the watermark back, so its later records may be late",
+                self.node_id,
+                partition,
+                source,
+                self.idle_timeout,
+            )
+
+    def _forget(self, partition: int) -> None:
+        self.partitions.pop(partition, None)
+        self.store.drop(partition)
+        self.touched.discard(partition)
+
+    def _position(self, part: Any) -> Position:
+        """Where partition ``part``'s state stands, for its changelog marker."""
+        raise NotImplementedError
+
+    def changelog_writes(self) -> list[tuple[int, list[ChangelogWrite]]]:
+        """Per touched partition, its changed keys and then its position marker; clears ``touched``."""
+        writes: list[tuple[int, list[ChangelogWrite]]] = []
+        for partition in sorted(self.touched):
+            part = self.partitions.get(partition)
+            if part is not None:
+                writes.append((partition, part.view.drain(self._position(part))))
+        self.touched.clear()
+        return writes

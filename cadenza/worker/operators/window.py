@@ -26,10 +26,9 @@ state already holds it (see :mod:`cadenza.state.changelog`).
 
 from __future__ import annotations
 
-import logging
 import math
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any
 
 from cadenza.operators import (
@@ -46,19 +45,18 @@ from cadenza.operators import (
 )
 from cadenza.pipelines import Hopping, Session, Sliding, Tumbling
 from cadenza.pipelines.graph import NodeFunctions
-from cadenza.state import ChangelogView, ChangelogWrite, InMemoryStateStore, Position, StateStore, encode_key
+from cadenza.state import ChangelogView, Position, StateStore, encode_key
 from cadenza.state.safe_codec import UnsupportedValueError, check
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
+from cadenza.worker.operators.stateful import StatefulOperator
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import result_event_time
 
 __all__ = ["WindowOp", "aggregator_of", "assigner_of"]
 
 _NEG_INF = -math.inf
-
-_log = logging.getLogger("cadenza.worker")
 
 
 def assigner_of(
@@ -120,26 +118,8 @@ class _Partition:
         self.current: Unit | None = None
 
 
-class WindowOp(Operator):
-    __slots__ = (
-        "aggregator",
-        "assigner",
-        "changelog_topic",
-        "clock",
-        "closed_end",
-        "counters",
-        "dead",
-        "idle_logged",
-        "idle_timeout",
-        "idle_timeouts",
-        "inputs",
-        "lateness",
-        "max_out_of_orderness",
-        "next",
-        "partitions",
-        "store",
-        "touched",
-    )
+class WindowOp(StatefulOperator):
+    __slots__ = ("aggregator", "assigner", "closed_end", "inputs", "lateness")
 
     def __init__(
         self,
@@ -158,17 +138,20 @@ class WindowOp(Operator):
         clock: Callable[[], float] = time.monotonic,
         inputs: tuple[int, ...] | None = (0,),
     ) -> None:
-        super().__init__(node_id)
-        self.idle_timeout = idle_timeout
-        #: What idle timeouts are measured on (seconds; a test driver passes its virtual clock).
-        self.clock = clock
+        super().__init__(
+            node_id,
+            max_out_of_orderness=max_out_of_orderness,
+            changelog_topic=changelog_topic,
+            next=next,
+            dead=dead,
+            counters=counters,
+            store=store,
+            idle_timeout=idle_timeout,
+            clock=clock,
+        )
         #: The watermark inputs of every partition, from the plan: (0,) for a source topic, the
         #: upstream partitions for a repartition topic; ``None``: unknown, learnt from the records.
         self.inputs = inputs
-        #: How many times an input's idle timeout fired (the ``cadenza_watermark_idle_timeouts`` metric).
-        self.idle_timeouts = 0
-        #: (partition, input) pairs whose idle timeout was logged: once each, not once per silence.
-        self.idle_logged: set[tuple[int, Hashable]] = set()
         self.assigner = assigner_of(spec)
         self.aggregator = aggregator_of(functions)
         # Built once here so a mistake such as a session window without merge fails at worker start,
@@ -176,47 +159,19 @@ class WindowOp(Operator):
         WindowedAggregation(self.assigner, self.aggregator)
         self.closed_end = isinstance(spec, Sliding)
         self.lateness = allowed_lateness
-        self.max_out_of_orderness = max_out_of_orderness
-        self.changelog_topic = changelog_topic
-        self.next = next
-        self.dead = dead
-        self.counters = counters
-        self.store: StateStore = store if store is not None else InMemoryStateStore()
         self.partitions: dict[int, _Partition] = {}
-        #: Partitions that ran records since the last changelog write.
-        self.touched: set[int] = set()
 
     # -- partitions ---------------------------------------------------------------------------------
 
     def _open(self, partition: int, entries: dict[Any, Any] | None = None) -> _Partition:
-        view = ChangelogView(self.store, partition)
-        if entries:
-            view.load(entries)
+        view = self._view(partition, entries)
         aggregation: WindowedAggregation[Any, Any, Any, Any] = WindowedAggregation(
             self.assigner, self.aggregator, self.lateness, state=view
         )
-        tracker = WatermarkTracker(
-            self.inputs or (),
-            max_out_of_orderness=self.max_out_of_orderness,
-            idle_timeout=self.idle_timeout,
-            clock=self.clock,
-            on_idle=lambda source: self._idle(partition, source),
+        part = self.partitions[partition] = _Partition(
+            aggregation, view, self._tracker(partition, self.inputs or ())
         )
-        part = self.partitions[partition] = _Partition(aggregation, view, tracker)
         return part
-
-    def _idle(self, partition: int, source: Hashable) -> None:
-        self.idle_timeouts += 1
-        if (partition, source) not in self.idle_logged:
-            self.idle_logged.add((partition, source))
-            _log.warning(
-                "step %r, partition %d: watermark input %s delivered nothing for %ss (idle timeout); it "
-                "no longer holds the watermark back, so its later records may be late",
-                self.node_id,
-                partition,
-                source,
-                self.idle_timeout,
-            )
 
     def restore(self, partition: int, entries: dict[Any, Any], position: Position | None) -> None:
         """Start ``partition`` from restored state (or empty, when ``position`` is None)."""
@@ -237,9 +192,7 @@ class WindowOp(Operator):
 
     def drop(self, partition: int) -> None:
         """Forget a revoked or lost partition."""
-        self.partitions.pop(partition, None)
-        self.store.drop(partition)
-        self.touched.discard(partition)
+        self._forget(partition)
 
     # -- records ------------------------------------------------------------------------------------
 
@@ -354,22 +307,13 @@ class WindowOp(Operator):
 
     # -- changelog ------------------------------------------------------------------------------------
 
-    def changelog_writes(self) -> list[tuple[int, list[ChangelogWrite]]]:
-        """Per touched partition, its changed keys and then its position marker; clears ``touched``."""
-        writes: list[tuple[int, list[ChangelogWrite]]] = []
-        for partition in sorted(self.touched):
-            part = self.partitions.get(partition)
-            if part is None:
-                continue
-            position = Position(
-                offset=part.next_offset,
-                watermark=part.aggregation.watermark,
-                event_times=dict(part.event_times),
-                origins=dict(part.origins),
-            )
-            writes.append((partition, part.view.drain(position)))
-        self.touched.clear()
-        return writes
+    def _position(self, part: _Partition) -> Position:
+        return Position(
+            offset=part.next_offset,
+            watermark=part.aggregation.watermark,
+            event_times=dict(part.event_times),
+            origins=dict(part.origins),
+        )
 
 
 def _in_step(exc: BaseException, node_id: str) -> BaseException:
