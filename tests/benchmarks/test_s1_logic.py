@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from bench_s1 import (
+from cadenza.demo.s1 import (
     S1Config,
     Send,
     expectations,
