@@ -4,19 +4,34 @@
 ``decode``, ``operators`` and ``output`` are the decode, run and produce stages, ``commits`` the
 commit stage; ``restoring`` brings window state back on assignment; ``runtime`` drives it all.
 ``wire`` and ``dead_letter`` say what the worker writes where.
+
+Users need :class:`Worker` (and :class:`UnsupportedStepError`, which it raises for a step it cannot
+run); everything else is internal and imported from its module. The names load on first use, so
+importing one internal module (``cadenza.worker.topology``) does not pull in the Kafka runtime.
 """
 
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.runtime import Worker, default_group
-from cadenza.worker.topology import SubTopology, UnsupportedStepError, split
-from cadenza.worker.unit import Unit
+from __future__ import annotations
 
-__all__ = [
-    "SubTopology",
-    "Unit",
-    "UnsupportedStepError",
-    "Worker",
-    "WorkerCounters",
-    "default_group",
-    "split",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cadenza.worker.runtime import Worker
+    from cadenza.worker.topology import UnsupportedStepError
+
+_EXPORTS = {"Worker": "cadenza.worker.runtime", "UnsupportedStepError": "cadenza.worker.topology"}
+
+__all__ = ["UnsupportedStepError", "Worker"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cadenza.worker' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

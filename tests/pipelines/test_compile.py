@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from cadenza.pipelines import EdgeSpec, InternalTopic, Pipeline, PipelineGraph, Session, Tumbling
+from cadenza.pipelines import Pipeline, PipelineGraph, Session, Tumbling
+from cadenza.pipelines.graph import EdgeSpec, InternalTopic
 
 
 class Click(BaseModel):
