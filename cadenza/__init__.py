@@ -40,7 +40,7 @@ if TYPE_CHECKING:
         get_policy,
     )
     from cadenza.settings import KafkaSettings
-    from cadenza.worker import Worker
+    from cadenza.worker import Worker, WorkerConfig
 
 __version__ = "0.1.0"
 
@@ -70,6 +70,7 @@ _EXPORTS: dict[str, str] = {
     "get_policy": "cadenza.scheduling",
     "KafkaSettings": "cadenza.settings",
     "Worker": "cadenza.worker",
+    "WorkerConfig": "cadenza.worker",
 }
 
 __all__ = [
@@ -94,6 +95,7 @@ __all__ = [
     "VirtualClock",
     "WindowedStream",
     "Worker",
+    "WorkerConfig",
     "__version__",
     "describe",
     "get_policy",

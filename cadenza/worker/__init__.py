@@ -5,9 +5,10 @@
 commit stage; ``restoring`` brings window state back on assignment; ``runtime`` drives it all.
 ``wire`` and ``dead_letter`` say what the worker writes where.
 
-Users need :class:`Worker` (and :class:`UnsupportedStepError`, which it raises for a step it cannot
-run); everything else is internal and imported from its module. The names load on first use, so
-importing one internal module (``cadenza.worker.topology``) does not pull in the Kafka runtime.
+Users need :class:`Worker`, its settings :class:`WorkerConfig` (and :class:`UnsupportedStepError`,
+which it raises for a step it cannot run); everything else is internal and imported from its
+module. The names load on first use, so importing one internal module (``cadenza.worker.topology``)
+does not pull in the Kafka runtime.
 """
 
 from __future__ import annotations
@@ -16,12 +17,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from cadenza.worker.config import WorkerConfig
     from cadenza.worker.runtime import Worker
     from cadenza.worker.topology import UnsupportedStepError
 
-_EXPORTS = {"Worker": "cadenza.worker.runtime", "UnsupportedStepError": "cadenza.worker.topology"}
+_EXPORTS = {
+    "Worker": "cadenza.worker.runtime",
+    "WorkerConfig": "cadenza.worker.config",
+    "UnsupportedStepError": "cadenza.worker.topology",
+}
 
-__all__ = ["UnsupportedStepError", "Worker"]
+__all__ = ["UnsupportedStepError", "Worker", "WorkerConfig"]
 
 
 def __getattr__(name: str) -> Any:

@@ -68,6 +68,7 @@ from cadenza.scheduling.scheduler import Quantum, Scheduler
 from cadenza.settings import KafkaSettings
 from cadenza.state.factory import store_factory
 from cadenza.worker.commits import OffsetCommits
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import PipelineStoppedError
 from cadenza.worker.deadlines import TaskSchedule, plan_schedules
@@ -151,6 +152,8 @@ class Worker:
     are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     Each sub-topology's true and observed rates (for scaling) are exported over windows of
     ``rate_window_s`` (None: ``CADENZA_RATE_WINDOW_S`` or 10 s; see :mod:`cadenza.worker.rates`).
+    ``config``: a :class:`~cadenza.worker.config.WorkerConfig` giving every setting it declares (the
+    keyword arguments it covers must then be left out).
     """
 
     rate_window_s: float | None = None
@@ -183,7 +186,15 @@ class Worker:
         state_store: str = "memory",
         state_dir: str | Path | None = None,
         activities_topic: str | None = None,
+        config: WorkerConfig | None = None,
     ) -> None:
+        if config is not None:
+            # The settings the config declares replace the keyword arguments (given both ways: an error).
+            given = {
+                k: v for k, v in locals().items() if k not in ("self", "pipelines", "settings", "config")
+            }
+            Worker.__init__(self, pipelines, settings, **{**given, **config.worker_arguments(given)})
+            return
         if not pipelines:
             raise CadenzaError("the worker has no pipeline to run")
         if partitions < 1 or batch_size < 1:
