@@ -1,21 +1,19 @@
 """What every benchmark script shares: per-call timing, the machine record and the JSON output.
 
 Results are only comparable with the machine and commit they were measured on, so every JSON file
-carries both; timing uses ``timeit`` (garbage collection off while timing) and reports the best and
-the median of the repeats.
+carries both (:mod:`cadenza.demo.machine`, shared with the demo); timing uses ``timeit`` (garbage
+collection off while timing) and reports the best and the median of the repeats.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import platform
 import statistics
-import subprocess
-import sys
 import timeit
 from collections.abc import Callable
-from pathlib import Path
+
+from cadenza.demo.machine import environment, machine_and_commit, write_result
+
+__all__ = ["environment", "machine_and_commit", "per_call_us", "summary_us", "write_result"]
 
 
 def summary_us(per_call_us: list[float]) -> dict[str, float]:
@@ -27,54 +25,3 @@ def per_call_us(fn: Callable[[], object], number: int, repeat: int) -> dict[str,
     """Time ``number`` calls of ``fn``, ``repeat`` times; best and median microseconds per call."""
     times = timeit.repeat(fn, number=number, repeat=repeat)
     return summary_us([t / number * 1e6 for t in times])
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).resolve().parent,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def environment() -> dict[str, object]:
-    """The machine and code a result was measured on."""
-    return {
-        "python": sys.version.split()[0],
-        "implementation": platform.python_implementation(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "cpu_model": _cpu_model(),
-        "commit": _commit(),
-    }
-
-
-def machine_and_commit() -> dict[str, object]:
-    """:func:`environment` as result files carry it: ``{"machine": {...}, "commit": ...}``."""
-    env = environment()
-    return {"machine": {k: v for k, v in env.items() if k != "commit"}, "commit": env["commit"]}
-
-
-def write_result(out: Path, filename: str, result: dict[str, object]) -> Path:
-    """Write ``result`` as indented JSON to ``out/filename`` (creating ``out``) and say where."""
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / filename
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {path}")
-    return path

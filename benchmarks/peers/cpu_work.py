@@ -1,26 +1,29 @@
-"""The CPU-heavy per-record work of tenant BA in S1, identical in cadenza's venv and in faust's.
+"""S1's per-record CPU work for the peer apps: :mod:`cadenza.demo.cpu_work`, loaded by file path.
 
-Pure standard library (no dependencies), deterministic, and linear in ``iterations``, so the S1
-harness can calibrate ``iterations`` to a target cost per record (e.g. 0.3-1 ms) on the machine it runs
-on and every system then pays the same cost for the same record.
+The peers' venvs have no cadenza installed, and the work must be identical in every system, so the
+one definition (pure standard library) is loaded from the checkout's ``cadenza/demo/cpu_work.py``
+without importing the ``cadenza`` package.
 """
 
 from __future__ import annotations
 
-import hashlib
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
 
 __all__ = ["burn"]
 
+_SOURCE = Path(__file__).resolve().parents[2] / "cadenza" / "demo" / "cpu_work.py"
 
-def burn(payload: str, iterations: int) -> int:
-    """Hash ``payload`` ``iterations`` times (each round hashes the previous digest); a 32-bit score.
 
-    ``iterations`` below 1 does no hashing and scores the payload's own bytes, so a calibration of 0
-    still yields a defined score rather than an error.
-    """
-    if iterations < 0:
-        raise ValueError(f"iterations must be >= 0, got {iterations}")
-    digest = payload.encode()
-    for _ in range(iterations):
-        digest = hashlib.sha256(digest).digest()
-    return int.from_bytes(hashlib.blake2b(digest, digest_size=4).digest(), "big")
+def _load() -> Callable[[str, int], int]:
+    spec = importlib.util.spec_from_file_location("_cadenza_demo_cpu_work", _SOURCE)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the S1 CPU work from {_SOURCE}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    burn: Callable[[str, int], int] = module.burn
+    return burn
+
+
+burn = _load()

@@ -114,7 +114,7 @@ def patch_fetch_wait(fetch_max_wait_ms: int) -> None:
     (the embedded Tansu broker does), every hop of a quiet pipeline would add up to 1.5 s; 500 ms is
     what cadenza's worker consumer uses (librdkafka's default), so both pay the same.
     """
-    import aiokafka  # type: ignore[import-not-found]  # noqa: PLC0415 - faust's dependency
+    import aiokafka  # noqa: PLC0415 - faust's dependency
 
     base = aiokafka.AIOKafkaConsumer
 

@@ -1,7 +1,9 @@
 """``cadenza demo``: a short S1 (two tenants, bursts) under ``fifo`` and ``cameo``, side by side.
 
-The benchmark harness lives in the checkout's ``benchmarks/`` (see :mod:`cadenza.cli.bench`);
-``--smoke`` runs the worker-less broker round trip instead (:mod:`cadenza.demo`), which needs no checkout.
+The harness ships in the package (:mod:`cadenza.demo`), so an installed cadenza runs the demo without
+a source checkout; ``--smoke`` runs the worker-less broker round trip instead
+(:mod:`cadenza.demo.smoke`). The S1 harness, the Spark feedback loop and the dashboard are imported
+only when the demo runs, so other commands do not pay for them.
 """
 
 from __future__ import annotations
@@ -17,10 +19,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cadenza.cli.bench import load_benchmark
 from cadenza.cli.console import command_errors, console
-from cadenza.dashboard import Dashboard, serve_dashboard
-from cadenza.demo import run_smoke
 from cadenza.infra.broker.background import background_status, default_state_dir
 from cadenza.infra.broker.embedded import EmbeddedBroker
 from cadenza.settings import KafkaSettings
@@ -70,8 +69,9 @@ def demo(
     if smoke:
         _smoke(records, partitions)
         return
-    module = load_benchmark("bench_s1")
-    feedback = load_benchmark("s1_feedback")
+    from cadenza.demo import feedback  # noqa: PLC0415 - the harness loads only when the demo runs
+    from cadenza.demo import s1 as module  # noqa: PLC0415
+
     with_stats = stats and feedback.spark_available()
     spans_topic = f"demo-spans-{uuid.uuid4().hex[:6]}" if with_stats else None
     metrics_port = module.free_port()
@@ -110,12 +110,19 @@ def demo(
         _print_feedback(rows)
     elif stats:
         console.print("feedback loop skipped: PySpark is not installed (pip install 'cadenza[spark]')")
-    console.print(f"plot: {out / 's1.png'}; numbers: {out / 's1.json'}; worker logs: {out / 'logs'}")
+    plot = out / "s1.png"
+    if not plot.is_file():
+        plot_note = "no plot (matplotlib is not installed: pip install 'cadenza[demo]')"
+    else:
+        plot_note = f"plot: {plot}"
+    console.print(f"{plot_note}; numbers: {out / 's1.json'}; worker logs: {out / 'logs'}")
 
 
 @contextlib.contextmanager
 def _dashboard(worker: str, port: int) -> Iterator[None]:
     """The live dashboard on the demo's worker while it runs (it shows the worker down between runs)."""
+    from cadenza.dashboard import Dashboard, serve_dashboard  # noqa: PLC0415
+
     board = Dashboard([worker], window_s=5.0)
     try:
         server = serve_dashboard(board, port=port)
@@ -155,6 +162,8 @@ def _num(value: float | None) -> str:
 
 
 def _smoke(records: int, partitions: int) -> None:
+    from cadenza.demo.smoke import run_smoke  # noqa: PLC0415
+
     console.print(
         "[bold]cadenza demo --smoke[/]: a worker-less round trip through the broker (topics, headers, "
         "consumer groups, manual commits)."

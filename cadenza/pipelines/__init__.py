@@ -9,37 +9,24 @@ from __future__ import annotations
 
 from cadenza.pipelines.describe import describe
 from cadenza.pipelines.errors import PipelineDefinitionError
-from cadenza.pipelines.graph import (
-    EdgeSpec,
-    InternalTopic,
-    NodeFunctions,
-    NodeSpec,
-    PipelineGraph,
-    SparkStageFunctions,
-    SparkStageSpec,
-)
+from cadenza.pipelines.graph import PipelineGraph
 from cadenza.pipelines.pipeline import Pipeline
 from cadenza.pipelines.registry import load_pipelines
 from cadenza.pipelines.stream import Stream, WindowedStream
-from cadenza.pipelines.windows import WINDOW_SPEC_ADAPTER, Hopping, Session, Sliding, Tumbling, WindowSpec
+from cadenza.pipelines.windows import Hopping, Session, Sliding, Tumbling
 
+# What users write and read: the DSL, the windows, the compiled graph `Pipeline.compile()` returns,
+# loading and describing. The graph's parts (NodeSpec, EdgeSpec, ...) and the window adapter are for
+# the worker and the CLI, which import them from their modules.
 __all__ = [
-    "WINDOW_SPEC_ADAPTER",
-    "EdgeSpec",
     "Hopping",
-    "InternalTopic",
-    "NodeFunctions",
-    "NodeSpec",
     "Pipeline",
     "PipelineDefinitionError",
     "PipelineGraph",
     "Session",
     "Sliding",
-    "SparkStageFunctions",
-    "SparkStageSpec",
     "Stream",
     "Tumbling",
-    "WindowSpec",
     "WindowedStream",
     "describe",
     "load_pipelines",

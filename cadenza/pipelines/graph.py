@@ -76,6 +76,10 @@ class NodeFunctions:
     codec: Codec | None = None
 
 
+# The graph models are built with ``defer_build``: their validators come with the first compile(),
+# not with ``import cadenza`` (a module that only declares pipelines never pays for them).
+
+
 class NodeSpec(BaseModel):
     """One step of a pipeline.
 
@@ -84,7 +88,7 @@ class NodeSpec(BaseModel):
     consumer once. The edges say which output port feeds which input.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     kind: NodeKind
@@ -110,7 +114,7 @@ class EdgeSpec(BaseModel):
     for joins (0 is the left side, 1 the right).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     source: str
     target: str
@@ -121,7 +125,7 @@ class EdgeSpec(BaseModel):
 class InternalTopic(BaseModel):
     """A topic cadenza creates and owns for a pipeline; ``compacted`` topics need cleanup.policy=compact."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     kind: InternalTopicKind
@@ -156,7 +160,7 @@ class SparkStageSpec(BaseModel):
     gets the input's hop count + 1 (this + 1 when the transform dropped the per-record count).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     name: str
@@ -183,7 +187,7 @@ class PipelineGraph(BaseModel):
     order; :meth:`topological_order` computes one from the edges for graphs built by other means.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     tenant: str

@@ -34,9 +34,13 @@ DurationLike: TypeAlias = str | float | timedelta
 
 
 class _WindowSpec(BaseModel):
-    """Shared validation: durations parsed from human strings, errors turned into definition errors."""
+    """Shared validation: durations parsed from human strings, errors turned into definition errors.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    ``defer_build``: each spec's validator is built when the spec is first used, not when cadenza is
+    imported (declaring a pipeline uses one or two of the four; building all cost most of the import).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     # The user-facing parameter name for each stored ``*_s`` field, so messages use the words the
     # user typed ("size", not "size_s").
@@ -169,7 +173,9 @@ class Session(_WindowSpec):
 WindowSpec: TypeAlias = Annotated[Tumbling | Hopping | Sliding | Session, Field(discriminator="kind")]
 """Any window spec; the ``kind`` field tells them apart in JSON."""
 
-WINDOW_SPEC_ADAPTER: TypeAdapter[Tumbling | Hopping | Sliding | Session] = TypeAdapter(WindowSpec)
+WINDOW_SPEC_ADAPTER: TypeAdapter[Tumbling | Hopping | Sliding | Session] = TypeAdapter(
+    WindowSpec, config=ConfigDict(defer_build=True)
+)
 """Rebuilds a spec from its JSON/dict form: ``WINDOW_SPEC_ADAPTER.validate_python(parameters["window"])``."""
 
 WINDOW_SPEC_TYPES: tuple[type[_WindowSpec], ...] = (Tumbling, Hopping, Sliding, Session)

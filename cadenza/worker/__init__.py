@@ -10,23 +10,40 @@ on assignment. ``runtime``'s :class:`Worker` is the facade that wires them and r
 ``plans`` keeps one plan per group and ``quarantine`` pins poison pills. ``wire`` and
 ``dead_letter`` say what the worker writes where. ``memory`` is an in-memory transport (producer
 and records) that :class:`cadenza.testing.PipelineDriver` runs the same plan on.
+
+Users need :class:`Worker`, its settings :class:`WorkerConfig` (and :class:`UnsupportedStepError`,
+which it raises for a step it cannot run); everything else is internal and imported from its
+module. The names load on first use, so importing one internal module (``cadenza.worker.topology``)
+does not pull in the Kafka runtime.
 """
 
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.plans import GroupPlan, PlanMismatchError, plan_fingerprint
-from cadenza.worker.runtime import Worker, default_group
-from cadenza.worker.topology import SubTopology, UnsupportedStepError, split
-from cadenza.worker.unit import Unit
+from __future__ import annotations
 
-__all__ = [
-    "GroupPlan",
-    "PlanMismatchError",
-    "SubTopology",
-    "Unit",
-    "UnsupportedStepError",
-    "Worker",
-    "WorkerCounters",
-    "default_group",
-    "plan_fingerprint",
-    "split",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cadenza.worker.config import WorkerConfig
+    from cadenza.worker.runtime import Worker
+    from cadenza.worker.topology import UnsupportedStepError
+
+_EXPORTS = {
+    "Worker": "cadenza.worker.runtime",
+    "WorkerConfig": "cadenza.worker.config",
+    "UnsupportedStepError": "cadenza.worker.topology",
+}
+
+__all__ = ["UnsupportedStepError", "Worker", "WorkerConfig"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cadenza.worker' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -25,8 +25,7 @@ from pydantic import BaseModel
 
 from cadenza.errors import CadenzaError, ConfigError
 from cadenza.infra.kafka.headers import get_header
-from cadenza.pipelines import NodeSpec
-from cadenza.pipelines.graph import NodeFunctions
+from cadenza.pipelines.graph import NodeFunctions, NodeSpec
 from cadenza.schemas import (
     AvroFormat,
     Codec,

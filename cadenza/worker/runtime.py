@@ -71,6 +71,7 @@ from cadenza.scheduling.scheduler import Scheduler
 from cadenza.settings import KafkaSettings
 from cadenza.state.factory import StoreFactory, store_factory
 from cadenza.worker.checkpoint import Checkpoint
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import PipelineStoppedError
 from cadenza.worker.deadlines import TaskSchedule
@@ -163,6 +164,8 @@ class Worker:
     topics are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     Each sub-topology's true and observed rates (for scaling) are exported over windows of
     ``rate_window_s`` (None: ``CADENZA_RATE_WINDOW_S`` or 10 s; see :mod:`cadenza.worker.rates`).
+    ``config``: a :class:`~cadenza.worker.config.WorkerConfig` giving every setting it declares (the
+    keyword arguments it covers must then be left out).
     """
 
     rate_window_s: float | None = None
@@ -198,7 +201,15 @@ class Worker:
         replace_plan: bool = False,
         max_poll_interval: float = 300.0,
         hang_timeout: float | None = None,
+        config: WorkerConfig | None = None,
     ) -> None:
+        if config is not None:
+            # The settings the config declares replace the keyword arguments (given both ways: an error).
+            given = {
+                k: v for k, v in locals().items() if k not in ("self", "pipelines", "settings", "config")
+            }
+            Worker.__init__(self, pipelines, settings, **{**given, **config.worker_arguments(given)})
+            return
         if not pipelines:
             raise CadenzaError("the worker has no pipeline to run")
         if partitions < 1 or batch_size < 1:

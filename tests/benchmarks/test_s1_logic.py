@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
-from bench_s1 import (
+from cadenza.demo.s1 import (
+    Expectations,
+    Output,
     S1Config,
     Send,
     expectations,
     format_table,
+    measure,
     median_run,
     percentile,
     plan,
@@ -83,3 +87,26 @@ def test_quick_config_is_short_and_overridable() -> None:
     config = quick_config(systems=("fifo",), duration=12.0)
     assert config.repetitions == 1 and config.duration == 12.0 and config.systems == ("fifo",)
     assert math.isclose(S1Config().load, 0.75)
+
+
+@dataclass
+class _Outputs:
+    ls: list[Output] = field(default_factory=list)
+    ba: list[Output] = field(default_factory=list)
+
+
+def test_a_warm_up_output_with_a_measured_jobs_id_is_not_that_jobs_result() -> None:
+    # Warm-up and measured jobs share ids 0..n: the warm-up output of id 0 (sent at 50, out at 60)
+    # arrives first, but job 0 of the measured phase was sent at 100 and came out at 100.5.
+    expected = Expectations(ba_ids={0: 100.0, 1: 101.0})
+    outputs = _Outputs(
+        ba=[
+            Output({"id": 0, "ts": 50.0, "score": 1}, 60.0),
+            Output({"id": 0, "ts": 100.0, "score": 1}, 100.5),
+            Output({"id": 1, "ts": 101.0, "score": 1}, 101.2),
+            Output({"id": 1, "ts": 101.0, "score": 1}, 103.0),  # a duplicate counts once, first wins
+        ]
+    )
+    result = measure("fifo", S1Config(ba_target=1.0), expected, outputs, 99.0, 110.0)
+    assert result["BA"]["latencies_ms"] == [200.0, 500.0]
+    assert result["BA"]["results"] == 2 and result["BA"]["deadline_met_ratio"] == 1.0

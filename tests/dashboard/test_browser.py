@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import cadenza.demo
 from cadenza.dashboard import Dashboard, serve_dashboard
 from cadenza.infra.kafka.clients import make_producer
 from cadenza.infra.metrics.prometheus import PrometheusExporter
@@ -34,7 +35,8 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not Path(CHROMIUM).is_file():
     pytest.skip("Debian's chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
-S1_PIPELINES = Path(__file__).resolve().parents[2] / "benchmarks" / "s1_pipelines.py"
+# By path, not module name: each test loads it afresh with its own S1_* topics.
+S1_PIPELINES = Path(cadenza.demo.__file__).resolve().parent / "s1_pipelines.py"
 
 
 def closed_port() -> int:

@@ -8,15 +8,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from cadenza.pipelines import (
-    EdgeSpec,
-    InternalTopic,
-    Pipeline,
-    PipelineDefinitionError,
-    PipelineGraph,
-    Session,
-    Tumbling,
-)
+from cadenza.pipelines import Pipeline, PipelineDefinitionError, PipelineGraph, Session, Tumbling
+from cadenza.pipelines.graph import EdgeSpec, InternalTopic
 
 
 class Click(BaseModel):

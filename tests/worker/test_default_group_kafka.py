@@ -12,7 +12,8 @@ import pytest
 from cadenza import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
-from cadenza.worker import Worker, default_group
+from cadenza.worker import Worker
+from cadenza.worker.runtime import default_group
 from tests.reliability._support import quick
 from tests.worker.kafka_io import produce, reading, running
 

@@ -9,9 +9,9 @@ from pydantic import BaseModel
 
 from cadenza.pipelines import Hopping, Pipeline, PipelineDefinitionError, PipelineGraph, Tumbling
 from cadenza.settings import KafkaSettings
-from cadenza.worker import UnsupportedStepError, Worker, split
+from cadenza.worker import UnsupportedStepError, Worker
 from cadenza.worker.topics import plan_topics
-from cadenza.worker.topology import check_copartitioned, check_no_cycles_across, upstream_source
+from cadenza.worker.topology import check_copartitioned, check_no_cycles_across, split, upstream_source
 
 
 class Click(BaseModel):

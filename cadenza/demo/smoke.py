@@ -1,4 +1,4 @@
-"""The worker-less smoke flow behind ``cadenza demo`` until the multi-tenant demo lands.
+"""The worker-less broker round trip behind ``cadenza demo --smoke``.
 
 It proves the plumbing a newcomer needs first: a broker answers, topics get created, records with
 headers go out and come back through a consumer group with manual commits. It says plainly that no

@@ -1,27 +1,22 @@
-"""S1's two tenants as cadenza pipelines, for ``cadenza worker benchmarks/s1_pipelines.py``.
+"""S1's two tenants as cadenza pipelines, for ``cadenza worker cadenza.demo.s1_pipelines``.
 
 Topics, targets and the BA cost come from ``S1_*`` environment variables set by the harness
-(``bench_s1.py``), so every run gets fresh topics and the calibrated cost:
+(:mod:`cadenza.demo.s1`), so every run gets fresh topics and the calibrated cost:
 
 - **LS** (latency-sensitive): clicks -> drop ``/health`` -> key by user -> 1 s tumbling windows on the
   event time ``ts`` -> count -> one result per user and window (JSON ``{key, window_start,
   window_end, value}``). Target ``S1_LS_TARGET`` seconds after the window closes.
-- **BA** (bulk): jobs -> ``peers.cpu_work.burn`` (calibrated CPU work per record) -> ``{id, ts,
+- **BA** (bulk): jobs -> :func:`cadenza.demo.cpu_work.burn` (calibrated CPU work per record) -> ``{id, ts,
   score}``. Target ``S1_BA_TARGET`` seconds.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 from pydantic import BaseModel
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from peers.cpu_work import burn
-
+from cadenza.demo.cpu_work import burn
 from cadenza.pipelines import Pipeline, Tumbling
 
 

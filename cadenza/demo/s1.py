@@ -1,0 +1,851 @@
+"""S1: two tenants on one worker process under Pareto bursts; one run per scheduling policy (or peer).
+
+- **LS** (latency-sensitive): clicks at a steady rate -> filter -> key_by -> 1 s tumbling count, with
+  a tight target after the window closes (``ls_target``).
+- **BA** (bulk): jobs with a calibrated CPU cost each (``peers.cpu_work.burn``), arriving in bursts of
+  Pareto-distributed size (seeded), with a loose target (``ba_target``).
+
+BA's mean rate is ``load`` (about 0.75) of the BA capacity the worker has beside LS's live traffic,
+measured first on this machine with this process sending and reading as in the runs (``calibrate``);
+inside a burst the input rate is ``burst_peak`` times the mean, so bursts exceed
+capacity for seconds. Every system gets the same records (same seed, same send times; each record's
+``ts`` is its actual send time) on fresh topics of the same broker, one system at a time:
+cadenza's ``cadenza worker`` under each policy, and any peer system whose command a caller passes
+in ``peers`` (the checkout's ``benchmarks/bench_s1.py`` adds a faust-streaming app doing the same two
+pipelines in its own venv). The harness ships in the package because ``cadenza demo`` runs it.
+
+What is measured, from the outputs alone (so every system is judged the same way):
+
+- LS latency of a result = its Kafka timestamp (CreateTime, set by the system's producer) minus its
+  window's end; BA latency = output timestamp minus the job's ``ts``;
+- ``deadline_met_ratio`` = results within target / results expected (a missing result is a miss),
+  where LS expects one result per (user, window) that the measured input fills (windows that close
+  after the input ends are not expected: nothing would close them);
+- ``throughput_rps`` = input records of the tenant whose results arrived, per second of the run;
+- latency percentiles over the results that arrived. Records sent during the warm-up (which also
+  covers group joins) are not counted. Completion is judged by counting outputs; a system that has
+  not delivered everything within ``drain`` seconds after the input ends is stopped and its missing
+  results count as misses.
+
+``cadenza demo`` runs a quick S1 under ``fifo`` and ``cameo``; ``cadenza bench s1`` (from a checkout)
+runs every policy and faust.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+from cadenza.demo.cpu_work import burn
+from cadenza.demo.machine import machine_and_commit, write_result
+from cadenza.infra.broker.embedded import EmbeddedBroker
+from cadenza.infra.kafka.clients import make_admin, make_consumer, make_producer
+from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
+from cadenza.loadgen import Bursts
+from cadenza.settings import KafkaSettings
+
+POLICIES = ("fifo", "edf", "sjf", "cameo", "fair")
+PARTITIONS = 4
+#: The pipelines module every cadenza worker of S1 runs (an importable name: works from a wheel too).
+PIPELINES_MODULE = "cadenza.demo.s1_pipelines"
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class S1Config:
+    duration: float = 40.0
+    warmup: float = 8.0
+    drain: float = 20.0
+    repetitions: int = 3
+    load: float = 0.75
+    ls_rate: float = 300.0
+    users: int = 40
+    health_share: float = 0.05
+    ba_cost_ms: float = 1.0
+    burst_alpha: float = 1.5
+    burst_mean_s: float = 2.0
+    burst_max_s: float = 6.0
+    burst_peak: float = 4.0
+    ls_target: float = 0.3
+    ba_target: float = 5.0
+    seed: int = 7
+    #: Scheduling policies of cadenza workers, or names of peer systems passed to ``run_benchmark``.
+    systems: tuple[str, ...] = POLICIES
+    #: Where cadenza workers send sampled spans (for the stats job), or None.
+    spans_topic: str | None = None
+    span_sample_ratio: float = 0.05
+    #: The cadenza workers' --metrics-port (None: a free one per run); `cadenza demo`'s dashboard scrapes it.
+    metrics_port: int | None = None
+
+
+def quick_config(**overrides: Any) -> S1Config:
+    """One repetition of 20 s: a few minutes for all six systems on 2 cores."""
+    return S1Config(**{"duration": 20.0, "warmup": 6.0, "drain": 15.0, "repetitions": 1, **overrides})
+
+
+# -- calibration ---------------------------------------------------------------------------------------
+
+
+def burn_iterations(cost_ms: float) -> int:
+    """Iterations of ``burn`` that take about ``cost_ms`` here (median of a few timings)."""
+    probe = 2000
+    timings = []
+    for _ in range(5):
+        started = time.perf_counter()
+        burn("calibration", probe)
+        timings.append(time.perf_counter() - started)
+    per_iteration = statistics.median(timings) / probe
+    return max(1, round(cost_ms / 1000.0 / per_iteration))
+
+
+@dataclass
+class Capacity:
+    #: LS alone, on a backlog.
+    ls_rps: float
+    #: BA fed live beyond what it can run, while LS arrives live at ``ls_rate`` (this process sends and
+    #: reads, as in the measured runs): what the worker has left for BA in the benchmark's conditions.
+    ba_rps: float
+    iterations: int
+
+    def ba_rate(self, config: S1Config) -> float:
+        """The BA mean rate at ``config.load`` of the BA capacity left beside live LS traffic.
+
+        An earlier version measured BA alone on an idle machine and subtracted LS's share; with the
+        load generator and reader on the same 2 cores the worker then sustained less than planned, and
+        a full run came out overloaded under every policy.
+        """
+        if config.ls_rate / self.ls_rps > 0.5:
+            raise SystemExit(
+                f"LS alone at {config.ls_rate:g}/s uses {config.ls_rate / self.ls_rps:.0%} of the worker; "
+                "lower --ls-rate"
+            )
+        return config.load * self.ba_rps
+
+
+# -- the input -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Send:
+    at: float  # seconds after the phase starts
+    tenant: str  # "LS" or "BA"
+    key: str
+    value: dict[str, Any]  # without "ts": stamped at send time
+
+
+def plan(config: S1Config, ba_rate: float, duration: float, *, bursts: bool, seed: int) -> list[Send]:
+    """The records of one phase in send order: LS steady, BA in Pareto bursts (or steady)."""
+    rng = random.Random(f"s1:{seed}:values")
+    sends: list[Send] = []
+    for i in range(int(duration * config.ls_rate)):
+        user = f"u{rng.randrange(config.users)}"
+        page = "/health" if rng.random() < config.health_share else f"/p{rng.randrange(8)}"
+        sends.append(Send(i / config.ls_rate, "LS", user, {"user": user, "page": page}))
+    times_rng = random.Random(f"s1:{seed}:bursts")
+    ba_times: list[float] = []
+    if bursts:
+        shape = Bursts(
+            alpha=config.burst_alpha,
+            mean_seconds=config.burst_mean_s,
+            peak=config.burst_peak,
+            max_seconds=config.burst_max_s,
+        )
+        start = 0
+        for size in shape.sizes(times_rng, ba_rate):
+            for offset in range(size):
+                ba_times.append(start / ba_rate + offset / (config.burst_peak * ba_rate))
+            start += size
+            if start / ba_rate >= duration:
+                break
+    else:
+        ba_times = [i / ba_rate for i in range(int(duration * ba_rate))]
+    for index, at in enumerate(t for t in ba_times if t < duration):
+        sends.append(Send(at, "BA", f"j{index}", {"id": index, "payload": f"job-{seed}-{index}"}))
+    sends.sort(key=lambda send: send.at)
+    return sends
+
+
+# -- one system ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Topics:
+    ls_in: str
+    ls_out: str
+    ba_in: str
+    ba_out: str
+
+    @classmethod
+    def fresh(cls, run: str) -> Topics:
+        return cls(f"s1-{run}-ls-in", f"s1-{run}-ls-out", f"s1-{run}-ba-in", f"s1-{run}-ba-out")
+
+    def specs(self) -> list[TopicSpec]:
+        return [TopicSpec(name, PARTITIONS) for name in asdict(self).values()]
+
+
+@dataclass
+class Output:
+    value: dict[str, Any]
+    timestamp: float
+
+
+class Outputs(Protocol):
+    """What :func:`measure` reads: the outputs of each tenant, in arrival order."""
+
+    ls: list[Output]
+    ba: list[Output]
+
+
+class OutputReader:
+    """Reads both output topics from the beginning in a thread, as the system writes them."""
+
+    def __init__(self, settings: KafkaSettings, topics: Topics) -> None:
+        self.topics = topics
+        self.ls: list[Output] = []
+        self.ba: list[Output] = []
+        self._stop = threading.Event()
+        self._consumer, self._errors = make_consumer(settings, f"s1-reader-{uuid.uuid4().hex[:8]}")
+        self._consumer.assign(
+            [
+                TopicPartition(topic, partition, OFFSET_BEGINNING)
+                for topic in (topics.ls_out, topics.ba_out)
+                for partition in range(PARTITIONS)
+            ]
+        )
+        self._thread = threading.Thread(target=self._run, name="s1-reader", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for message in self._consumer.consume(1000, 0.1):
+                if message.error() is not None:
+                    continue
+                try:
+                    value = json.loads(message.value() or b"null")
+                except ValueError:
+                    continue
+                out = Output(value, message.timestamp()[1] / 1000.0)
+                (self.ls if message.topic() == self.topics.ls_out else self.ba).append(out)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._consumer.close()
+
+
+@dataclass(frozen=True)
+class PeerRun:
+    """What a peer system's command needs to run S1's two pipelines like the cadenza worker does."""
+
+    settings: KafkaSettings
+    topics: Topics
+    run: str
+    iterations: int
+    workdir: Path
+
+
+#: Builds the command line of a peer system (e.g. faust) for one run; it must read ``topics``' inputs
+#: and write their outputs as the cadenza pipelines do, and stop on SIGTERM.
+PeerCommand = Callable[[PeerRun], list[str]]
+
+
+@contextmanager
+def system_process(  # noqa: PLR0917 - one call site, names in the signature
+    system: str,
+    settings: KafkaSettings,
+    topics: Topics,
+    run: str,
+    config: S1Config,
+    iterations: int,
+    logs: Path,
+    metrics_port: int | None = None,
+    peer: PeerCommand | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A process running S1: ``peer``'s command if given, else a cadenza worker under policy ``system``."""
+    logs.mkdir(parents=True, exist_ok=True)
+    log = (logs / f"{run}.log").open("wb")
+    env = {**os.environ, "CADENZA_BOOTSTRAP_SERVERS": settings.bootstrap_servers}
+    if peer is not None:
+        command = peer(PeerRun(settings, topics, run, iterations, logs / f"{run}-{system}"))
+    else:
+        env.update(
+            S1_RUN=run,
+            S1_LS_IN=topics.ls_in,
+            S1_LS_OUT=topics.ls_out,
+            S1_BA_IN=topics.ba_in,
+            S1_BA_OUT=topics.ba_out,
+            S1_LS_TARGET=str(config.ls_target),
+            S1_BA_TARGET=str(config.ba_target),
+            S1_CPU_ITERATIONS=str(iterations),
+        )
+        command = [
+            sys.executable,
+            "-m",
+            "cadenza",
+            "worker",
+            PIPELINES_MODULE,
+            "--policy",
+            system,
+            "--group",
+            f"s1-{run}",
+            "--partitions",
+            str(PARTITIONS),
+        ]
+        if metrics_port is not None:
+            command += ["--metrics-port", str(metrics_port)]
+        if config.spans_topic is not None and not run.startswith("cal-"):  # not the calibration runs
+            command += [
+                "--spans-topic",
+                config.spans_topic,
+                "--span-sample-ratio",
+                str(config.span_sample_ratio),
+            ]
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=logs)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        log.close()
+
+
+def send_phase(
+    producer: Any, topics: Topics, sends: Sequence[Send], started: float
+) -> list[tuple[Send, float]]:
+    """Produce ``sends`` on schedule; return each with the ``ts`` it was stamped with."""
+    stamped: list[tuple[Send, float]] = []
+    for send in sends:
+        delay = started + send.at - time.time()
+        if delay > 0.0005:
+            time.sleep(delay)
+        ts = time.time()
+        topic = topics.ls_in if send.tenant == "LS" else topics.ba_in
+        value = json.dumps({**send.value, "ts": ts}).encode()
+        while True:
+            try:
+                producer.produce(topic, value, send.key.encode())
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+        stamped.append((send, ts))
+    producer.flush(30)
+    return stamped
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
+    return ordered[index]
+
+
+def tenant_stats(  # noqa: PLR0917
+    latencies: list[float], expected: int, target: float, records: int, seconds: float, wrong: int = 0
+) -> dict[str, Any]:
+    """``latencies`` of correct results only; ``wrong`` results (a window count that misses records)
+    count neither as met nor in the percentiles."""
+    met = sum(1 for latency in latencies if latency <= target)
+    return {
+        "p50_ms": _ms(percentile(latencies, 0.50)),
+        "p95_ms": _ms(percentile(latencies, 0.95)),
+        "p99_ms": _ms(percentile(latencies, 0.99)),
+        "deadline_met_ratio": round(met / expected, 4) if expected else None,
+        "throughput_rps": round(records / seconds, 1) if seconds > 0 else None,
+        "records": records,
+        "results": len(latencies),
+        "results_expected": expected,
+        "wrong_results": wrong,
+        "target_ms": round(target * 1000),
+        "latencies_ms": [round(x * 1000, 2) for x in sorted(latencies)],
+    }
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value * 1000, 2)
+
+
+@dataclass
+class Expectations:
+    ls_windows: dict[tuple[str, float], int] = field(default_factory=dict)
+    ba_ids: dict[int, float] = field(default_factory=dict)
+    ls_records: int = 0
+
+
+def expectations(stamped: Sequence[tuple[Send, float]], phase_start: float) -> Expectations:
+    """What the measured phase must produce: LS windows it fills entirely, and every BA job."""
+    expected = Expectations()
+    last_ts = max(ts for _, ts in stamped)
+    for send, ts in stamped:
+        if send.tenant == "BA":
+            expected.ba_ids[int(send.value["id"])] = ts
+            continue
+        if send.value["page"] == "/health":
+            continue
+        start = math.floor(ts)
+        # Only windows that start inside the phase (no warm-up records in them) and close at least a
+        # second before the input ends (later records exist to close them).
+        if start >= phase_start and start + 2.0 <= last_ts:
+            key = (send.key, float(start))
+            expected.ls_windows[key] = expected.ls_windows.get(key, 0) + 1
+            expected.ls_records += 1
+    return expected
+
+
+def run_system(  # noqa: PLR0917
+    system: str,
+    settings: KafkaSettings,
+    config: S1Config,
+    capacity: Capacity,
+    repetition: int,
+    out: Path,
+    progress: Progress,
+    peer: PeerCommand | None = None,
+) -> dict[str, Any]:
+    run = f"{system}-{repetition}-{uuid.uuid4().hex[:6]}"
+    topics = Topics.fresh(run)
+    ensure_topics(make_admin(settings), topics.specs())
+    ba_rate = capacity.ba_rate(config)
+    warm = plan(config, ba_rate, config.warmup, bursts=False, seed=config.seed + 1000 + repetition)
+    measured = plan(config, ba_rate, config.duration, bursts=True, seed=config.seed + repetition)
+    producer, _ = make_producer(settings, **{"enable.idempotence": False, "acks": "1", "linger.ms": 2})
+    reader = OutputReader(settings, topics)
+    metrics_port = None if peer is not None else config.metrics_port or free_port()
+    queue_wait: dict[str, dict[str, float | None]] = {}
+    try:
+        with system_process(
+            system, settings, topics, run, config, capacity.iterations, out / "logs", metrics_port, peer
+        ) as process:
+            # Ready when a first BA result comes back (the group joined, the pipelines run).
+            deadline = time.monotonic() + 120
+            probe = 0
+            while not reader.ba:
+                if process.poll() is not None:
+                    raise RuntimeError(
+                        f"{system} exited with {process.returncode}; see {out / 'logs' / run}.log"
+                    )
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"{system} produced nothing within 120 s; see {out / 'logs' / run}.log"
+                    )
+                probe += 1
+                value = {"id": -probe, "payload": "probe", "ts": time.time()}
+                producer.produce(topics.ba_in, json.dumps(value).encode(), f"probe{probe}".encode())
+                producer.poll(0.2)
+            progress(f"  {system}: running; warm-up {config.warmup:.0f} s")
+            send_phase(producer, topics, warm, time.time())
+            phase_start = time.time()
+            progress(f"  {system}: measuring {config.duration:.0f} s of bursty input")
+            stamped = send_phase(producer, topics, measured, phase_start)
+            expected = expectations(stamped, phase_start)
+            drain_until = time.monotonic() + config.drain
+
+            def done() -> bool:
+                got_ba = {int(o.value.get("id", -1)) for o in reader.ba}
+                got_ls = {(o.value.get("key"), float(o.value.get("window_start", -1))) for o in reader.ls}
+                return set(expected.ba_ids) <= got_ba and set(expected.ls_windows) <= got_ls
+
+            while not done() and time.monotonic() < drain_until:
+                time.sleep(0.25)
+            phase_end = time.time()
+            if metrics_port is not None:
+                queue_wait = scheduler_queue_wait(metrics_port)
+    finally:
+        reader.close()
+    result = measure(system, config, expected, reader, phase_start, phase_end)
+    for tenant, waits in queue_wait.items():
+        result[tenant].update(waits)
+    return result
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def scheduler_queue_wait(port: int) -> dict[str, dict[str, float | None]]:
+    """Per tenant, p50 and p99 of the wait in the worker's scheduler queues (whole run, warm-up included).
+
+    Read from the worker's own ``cadenza_queue_wait_seconds`` histogram, so each is the upper bound of
+    the bucket the quantile falls in. Set beside the end-to-end latency it tells how much of a tenant's
+    latency the scheduler controls: the rest is spent fetching, producing and crossing the broker.
+    """
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    buckets: dict[str, dict[float, float]] = {}
+    for line in text.splitlines():
+        if not line.startswith("cadenza_queue_wait_seconds_bucket{"):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        fields = dict(part.split("=", 1) for part in labels[labels.index("{") + 1 : -1].split(","))
+        tenant = fields["tenant"].strip('"')
+        bound = float(fields["le"].strip('"'))
+        per_tenant = buckets.setdefault(tenant, {})
+        per_tenant[bound] = per_tenant.get(bound, 0.0) + float(value)
+    return {
+        tenant: {
+            "queue_wait_p50_ms": _bucket_quantile(cumulative, 0.5),
+            "queue_wait_p99_ms": _bucket_quantile(cumulative, 0.99),
+        }
+        for tenant, cumulative in buckets.items()
+    }
+
+
+def _bucket_quantile(cumulative: dict[float, float], q: float) -> float | None:
+    """Upper bound (ms) of the histogram bucket holding quantile ``q``; None if empty or beyond the last."""
+    bounds = sorted(cumulative)
+    total = cumulative[bounds[-1]]
+    for bound in bounds:
+        if total and cumulative[bound] >= q * total:
+            return None if math.isinf(bound) else round(bound * 1000, 2)
+    return None
+
+
+def measure(  # noqa: PLR0917
+    system: str,
+    config: S1Config,
+    expected: Expectations,
+    reader: Outputs,
+    phase_start: float,
+    phase_end: float,
+) -> dict[str, Any]:
+    ls_latencies: list[float] = []
+    ls_records = 0
+    ls_wrong = 0
+    seen_windows: set[tuple[str, float]] = set()
+    for out in reader.ls:
+        key = (str(out.value.get("key")), float(out.value.get("window_start", -1)))
+        if key not in expected.ls_windows or key in seen_windows:
+            continue
+        seen_windows.add(key)
+        count = int(out.value.get("value", 0))
+        ls_records += count
+        if count != expected.ls_windows[key]:
+            ls_wrong += 1  # a window closed before all its records were counted
+            continue
+        ls_latencies.append(out.timestamp - float(out.value["window_end"]))
+    ba_latencies: list[float] = []
+    seen_ids: set[int] = set()
+    for out in reader.ba:
+        job = int(out.value.get("id", -1))
+        sent = expected.ba_ids.get(job)
+        # Warm-up jobs reuse the measured phase's ids: only an output carrying this job's own send
+        # time is its result (taking the first output of an id matched warm-up outputs to measured
+        # jobs, with negative latencies).
+        if sent is None or job in seen_ids or abs(float(out.value.get("ts", -1.0)) - sent) > 1e-6:
+            continue
+        seen_ids.add(job)
+        ba_latencies.append(out.timestamp - sent)
+    seconds = phase_end - phase_start
+    return {
+        "LS": tenant_stats(
+            ls_latencies, len(expected.ls_windows), config.ls_target, ls_records, seconds, ls_wrong
+        ),
+        "BA": tenant_stats(ba_latencies, len(expected.ba_ids), config.ba_target, len(ba_latencies), seconds),
+    }
+
+
+# -- calibration runs (in-process cadenza workers on a backlog) -----------------------------------------
+
+
+def live_input(
+    settings: KafkaSettings, topics: Topics, config: S1Config, ba_rate: float, stop: threading.Event
+) -> None:
+    """LS at its benchmark rate and BA at ``ba_rate``, sent live until ``stop`` (for calibration)."""
+    producer, _ = make_producer(settings, **{"enable.idempotence": False, "linger.ms": 5})
+    rng = random.Random(5)
+    started = time.monotonic()
+    sent_ls = sent_ba = 0
+    while not stop.is_set():
+        elapsed = time.monotonic() - started
+        for _ in range(int(elapsed * config.ls_rate) - sent_ls):
+            user = f"u{rng.randrange(config.users)}"
+            value = {"user": user, "page": "/p1", "ts": time.time()}
+            producer.produce(topics.ls_in, json.dumps(value).encode(), user.encode())
+            sent_ls += 1
+        for _ in range(int(elapsed * ba_rate) - sent_ba):
+            value = {"id": sent_ba, "payload": f"cal-{sent_ba}", "ts": time.time()}
+            producer.produce(topics.ba_in, json.dumps(value).encode(), str(sent_ba).encode())
+            sent_ba += 1
+        producer.poll(0)
+        stop.wait(0.01)
+    producer.flush(10)
+
+
+def calibrate(settings: KafkaSettings, config: S1Config, logs: Path, progress: Progress) -> Capacity:
+    """Records/s one worker process sustains: LS alone on a backlog, and BA fed live beyond what it
+    can run, beside live LS (fifo both times).
+
+    BA is measured under live input because that is what the runs give it: the worker then fetches
+    small batches as they arrive and this process produces on the same cores. Measured on a backlog
+    instead (an earlier version), BA's capacity came out about 1.5 x what the worker sustained in
+    the runs, and full runs were overloaded under every policy.
+    """
+    iterations = burn_iterations(config.ba_cost_ms)
+    progress(f"calibration: burn({iterations}) takes about {config.ba_cost_ms} ms here")
+    cap = Capacity(ls_rps=1.0, ba_rps=1.0, iterations=iterations)
+    # LS alone, on a backlog (only a sanity check that LS leaves room for BA).
+    count = 6000
+    run = f"cal-ls-{uuid.uuid4().hex[:6]}"
+    topics = Topics.fresh(run)
+    ensure_topics(make_admin(settings), topics.specs())
+    producer, _ = make_producer(settings, **{"enable.idempotence": False, "linger.ms": 5})
+    rng = random.Random(3)
+    for i in range(count):
+        user = f"u{rng.randrange(config.users)}"
+        value = {"user": user, "page": "/p1", "ts": time.time() - 30 + i * 20 / count}
+        producer.produce(topics.ls_in, json.dumps(value).encode(), user.encode())
+        producer.poll(0)
+    producer.flush(30)
+    reader = OutputReader(settings, topics)
+    try:
+        with system_process("fifo", settings, topics, run, config, iterations, logs):
+            deadline = time.monotonic() + 180
+            # The window results appear as the backlog's watermark advances.
+            while sum(int(o.value.get("value", 0)) for o in reader.ls) < count * 0.9:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("calibration of LS did not finish")
+                time.sleep(0.05)
+            done = time.time()
+            processed = sum(int(o.value.get("value", 0)) for o in reader.ls)
+            cap.ls_rps = processed / max(1e-3, done - min(o.timestamp for o in reader.ls))
+    finally:
+        reader.close()
+    progress(f"calibration: LS alone runs at {cap.ls_rps:,.0f} records/s")
+    # BA live, at twice what its cost allows on one core, beside LS live: what comes out is capacity.
+    overdrive = 2000.0 / config.ba_cost_ms
+    run = f"cal-ba-{uuid.uuid4().hex[:6]}"
+    topics = Topics.fresh(run)
+    ensure_topics(make_admin(settings), topics.specs())
+    reader = OutputReader(settings, topics)
+    stop = threading.Event()
+    sender = threading.Thread(
+        target=live_input, args=(settings, topics, config, overdrive, stop), daemon=True
+    )
+    try:
+        with system_process("fifo", settings, topics, run, config, iterations, logs):
+            sender.start()
+            deadline = time.monotonic() + 120
+            while not reader.ba:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("calibration of BA produced nothing")
+                time.sleep(0.05)
+            time.sleep(4.0)  # past the start: the worker's buffer fills and it runs flat out
+            begin, begin_count = time.time(), len(reader.ba)
+            time.sleep(10.0)
+            end_count = len(reader.ba)
+            cap.ba_rps = (end_count - begin_count) / (time.time() - begin)
+    finally:
+        stop.set()
+        if sender.is_alive():
+            sender.join(15)
+        reader.close()
+    progress(
+        f"calibration: BA fed live at {overdrive:,.0f}/s beside LS at {config.ls_rate:g}/s runs at "
+        f"{cap.ba_rps:,.0f} records/s"
+    )
+    return cap
+
+
+# -- the whole benchmark -----------------------------------------------------------------------------------
+
+
+@contextmanager
+def broker_settings(bootstrap: str | None) -> Iterator[KafkaSettings]:
+    if bootstrap:
+        yield KafkaSettings.load(bootstrap_servers=bootstrap)
+        return
+    with EmbeddedBroker() as broker:
+        yield KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers)
+
+
+def run_benchmark(
+    out: Path,
+    *,
+    config: S1Config,
+    bootstrap: str | None = None,
+    progress: Progress = print,
+    peers: Mapping[str, PeerCommand] | None = None,
+) -> dict[str, Any]:
+    """Calibrate, then run every system of ``config`` ``config.repetitions`` times; write s1.json/png.
+
+    A system is a peer if ``peers`` names it, else a cadenza scheduling policy.
+    """
+    peers = peers or {}
+    unknown = sorted(set(config.systems) - set(POLICIES) - set(peers))
+    if unknown:
+        raise ValueError(f"unknown S1 systems {unknown}; choose from {', '.join((*POLICIES, *peers))}")
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, list[dict[str, Any]]] = {system: [] for system in config.systems}
+    with broker_settings(bootstrap) as settings:
+        capacity = calibrate(settings, config, out / "logs", progress)
+        ba_rate = capacity.ba_rate(config)
+        progress(
+            f"input: LS {config.ls_rate:g}/s steady, BA {ba_rate:,.0f}/s mean in bursts "
+            f"(load {config.load:.0%})"
+        )
+        for repetition in range(config.repetitions):
+            order = list(config.systems[repetition % len(config.systems) :]) + list(
+                config.systems[: repetition % len(config.systems)]
+            )
+            for system in order:
+                progress(f"repetition {repetition + 1}/{config.repetitions}: {system}")
+                try:
+                    runs[system].append(
+                        run_system(
+                            system, settings, config, capacity, repetition, out, progress, peers.get(system)
+                        )
+                    )
+                except Exception as exc:  # one system failing must not lose the others' results
+                    progress(f"  {system} failed: {exc}")
+    systems = {system: median_run(entries) for system, entries in runs.items() if entries}
+    for entry in systems.values():
+        for tenant in entry.values():
+            tenant.pop("latencies_ms", None)
+    result: dict[str, Any] = {
+        "benchmark": "s1_multi_tenant_burst",
+        "systems": systems,
+        "runs": runs,
+        "config": asdict(config),
+        "calibration": asdict(capacity),
+        "ba_mean_rate": round(ba_rate, 1),
+        **machine_and_commit(),
+    }
+    write_result(out, "s1.json", {**result, "runs": strip_latencies(runs)})
+    plot(runs, config, out / "s1.png")
+    return result
+
+
+def strip_latencies(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    return {
+        system: [
+            {t: {k: v for k, v in stats.items() if k != "latencies_ms"} for t, stats in run.items()}
+            for run in entries
+        ]
+        for system, entries in runs.items()
+    }
+
+
+def median_run(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per tenant, the median of each figure over the repetitions, with min and max of the met ratio."""
+    merged: dict[str, Any] = {}
+    for tenant in ("LS", "BA"):
+        stats = [entry[tenant] for entry in entries]
+        row: dict[str, Any] = {}
+        for key in (
+            "p50_ms",
+            "p95_ms",
+            "p99_ms",
+            "deadline_met_ratio",
+            "throughput_rps",
+            "records",
+            "results",
+            "wrong_results",
+        ):
+            values = [s[key] for s in stats if s[key] is not None]
+            row[key] = statistics.median(values) if values else None
+        met = [s["deadline_met_ratio"] for s in stats if s["deadline_met_ratio"] is not None]
+        row["deadline_met_min"] = min(met) if met else None
+        row["deadline_met_max"] = max(met) if met else None
+        row["results_expected"] = statistics.median(s["results_expected"] for s in stats)
+        row["target_ms"] = stats[0]["target_ms"]
+        row["latencies_ms"] = stats[len(stats) // 2]["latencies_ms"]
+        for key in ("queue_wait_p50_ms", "queue_wait_p99_ms"):
+            waits = [s[key] for s in stats if s.get(key) is not None]
+            if waits:
+                row[key] = statistics.median(waits)
+        merged[tenant] = row
+    return merged
+
+
+def plot(runs: dict[str, list[dict[str, Any]]], config: S1Config, path: Path) -> None:
+    """The latency CDFs and deadline bars; skipped, saying why, where matplotlib is not installed."""
+    try:
+        import matplotlib  # noqa: PLC0415
+    except ImportError:
+        print(f"no plot at {path}: matplotlib is not installed (pip install 'cadenza[demo]')")
+        return
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    systems = [s for s in runs if runs[s]]
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+    for ax, tenant, target in ((axes[0], "LS", config.ls_target), (axes[1], "BA", config.ba_target)):
+        for system in systems:
+            latencies = sorted(runs[system][len(runs[system]) // 2][tenant]["latencies_ms"])
+            if latencies:
+                ys = [(i + 1) / len(latencies) for i in range(len(latencies))]
+                ax.plot(latencies, ys, label=system, drawstyle="steps-post")
+        ax.axvline(target * 1000, color="grey", linestyle="--", label="target")
+        ax.set_xscale("log")
+        ax.set_xlabel("latency (ms, log)")
+        ax.set_ylabel("share of results")
+        ax.set_title(f"{tenant}: latency CDF")
+        ax.legend(fontsize=8)
+    width = 0.38
+    xs = range(len(systems))
+    for offset, tenant in ((-width / 2, "LS"), (width / 2, "BA")):
+        values = [median_run(runs[s])[tenant]["deadline_met_ratio"] or 0.0 for s in systems]
+        axes[2].bar([x + offset for x in xs], values, width, label=tenant)
+    axes[2].set_xticks(list(xs), systems)
+    axes[2].set_ylim(0, 1.05)
+    axes[2].set_title("deadline met (share of expected results)")
+    axes[2].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
+def format_table(result: dict[str, Any]) -> str:
+    lines = [
+        f"{'system':8s} {'LS p99 ms':>10s} {'LS met':>7s} {'BA p99 ms':>10s} {'BA met':>7s} {'BA rec/s':>9s} "
+        f"{'LS wait p99 ms':>15s}"
+    ]
+    for system, entry in result["systems"].items():
+        ls, ba = entry["LS"], entry["BA"]
+        lines.append(
+            f"{system:8s} {_fmt(ls['p99_ms']):>10s} {_ratio(ls['deadline_met_ratio']):>7s} "
+            f"{_fmt(ba['p99_ms']):>10s} {_ratio(ba['deadline_met_ratio']):>7s} "
+            f"{_fmt(ba['throughput_rps']):>9s} {_fmt(ls.get('queue_wait_p99_ms')):>15s}"
+        )
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"

@@ -1,0 +1,253 @@
+"""Every setting of a worker, declared once: default, range, unit and meaning.
+
+:class:`WorkerConfig` is a pydantic-settings model read from ``CADENZA_*`` variables. Three things are
+built from it rather than written beside it: the options of ``cadenza worker`` (name, environment
+variable, default, bounds and help all come from the field), the keyword arguments a
+:class:`~cadenza.worker.Worker` gets from ``Worker(..., config=...)``, and the README's settings
+table (a test compares it with :func:`settings_table`). Settings in milliseconds keep the ``_ms``
+suffix their options and variables have always had; :meth:`WorkerConfig.worker_arguments` converts
+them to the seconds the runtime works in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from cadenza.analysis.kafka_trace import ACTIVITIES_TOPIC
+from cadenza.errors import ConfigError
+from cadenza.infra.metrics.discovery import DEFAULT_DISCOVERY_TOPIC
+from cadenza.settings import describe_validation_error
+
+__all__ = ["ENV_PREFIX", "WorkerConfig", "bounds", "settings_table", "unit"]
+
+ENV_PREFIX = "CADENZA_"
+#: Topic names that turn a topic setting off.
+OFF = ("", "off")
+
+
+def _field(
+    default: Any,
+    doc: str,
+    unit: str = "",
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+) -> Any:
+    return Field(
+        default=default, description=doc, json_schema_extra={"unit": unit}, ge=ge, gt=gt, le=le, lt=lt
+    )
+
+
+class WorkerConfig(BaseSettings):
+    """The settings of one worker process (``cadenza worker`` or ``Worker(config=...)``)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", validate_default=True)
+
+    group: str | None = _field(
+        None,
+        "Consumer group of the deployment (default: cadenza-<its pipelines' names>). Every worker of a "
+        "group must run the same pipelines.",
+    )
+    policy: str = _field("cameo", "Scheduling policy: fifo, edf, cameo, sjf, fair, or package.module:Class.")
+    partitions: int = _field(4, "Partitions for topics the worker has to create.", ge=1)
+    batch_size: int = _field(1000, "Most records fetched per poll.", "records", ge=1)
+    max_buffered: int = _field(
+        10_000, "Most records held in the scheduler; partitions are paused beyond it.", "records", ge=1
+    )
+    quantum_records: int = _field(
+        16, "Records an operator-partition runs before priorities are re-checked.", "records", ge=1
+    )
+    quantum_ms: float = _field(
+        2.0, "Time an operator-partition may run before priorities are re-checked.", "ms", gt=0.0
+    )
+    run_slice: float = _field(
+        0.01, "Longest the scheduler runs records before it polls Kafka again.", "s", gt=0.0, lt=60.0
+    )
+    poll_timeout: float = _field(0.1, "Longest a poll waits for records when nothing is queued.", "s", gt=0.0)
+    commit_interval: float = _field(
+        0.2, "Time between offset commits of finished records.", "s", gt=0.0, lt=3600.0
+    )
+    restore_timeout: float = _field(
+        60.0, "Longest the worker waits to restore window and join state on assignment.", "s", gt=0.0
+    )
+    watermark_idle_timeout: float = _field(
+        30.0,
+        "Time an input partition of a window or join may deliver nothing before it stops holding the "
+        "watermark back (counted in cadenza_watermark_idle_timeouts_total); 0: it holds it back for "
+        "ever. See docs/watermarks.md.",
+        "s",
+        ge=0.0,
+    )
+    progress_interval_ms: float = _field(
+        50.0,
+        "Most time between the progress records a key_by writes to its repartition topic, which let "
+        "the windows downstream advance when a key sends them nothing.",
+        "ms",
+        ge=1.0,
+        le=59_999.0,
+    )
+    state_store: str = _field(
+        "memory",
+        "Where window and join state lives: memory, rocksdb (under --state-dir), or the "
+        "package.module:factory path of a store factory.",
+    )
+    state_dir: Path | None = _field(None, "Directory of the rocksdb state store.")
+    spans_topic: str | None = _field(None, "Send sampled per-operator spans to this topic.")
+    span_sample_ratio: float = _field(0.01, "Share of traces sent to the spans topic.", gt=0.0, le=1.0)
+    feedback_topic: str | None = _field(None, "Read cost statistics of the stats job from this topic.")
+    activities_topic: str = _field(
+        ACTIVITIES_TOPIC,
+        "Send the worker's activity trace to this topic (for cadenza analyze); 'off' sends none.",
+    )
+    metrics_port: int | None = _field(
+        None, "Serve /metrics (Prometheus), /healthz and /readyz on this port.", ge=0, le=65535
+    )
+    metrics_host: str = _field("127.0.0.1", "Address the metrics port binds.")
+    metrics_advertised_host: str | None = _field(
+        None,
+        "Host others reach the metrics port at, as announced on the discovery topic (default: "
+        "--metrics-host, or the hostname when that is a wildcard such as 0.0.0.0).",
+    )
+    discovery_topic: str = _field(
+        DEFAULT_DISCOVERY_TOPIC,
+        "With --metrics-port: announce the metrics URL on this compacted topic every few seconds (for "
+        "cadenza dashboard --discovery-topic); 'off' announces nothing.",
+    )
+    max_restarts: int = _field(
+        5,
+        "Restarts of the worker after a Kafka client failure (a broker that came back without its "
+        "producer state, say) within 10 minutes before the process exits non-zero; 0: exit at once.",
+        ge=0,
+    )
+    stop_timeout: float = _field(
+        15.0,
+        "Time a SIGTERM or Ctrl-C waits for the step in flight; past it (a user function that hangs) "
+        "the worker leaves its group without committing that record and exits 3.",
+        "s",
+        ge=0.1,
+    )
+    max_poll_interval: float = _field(
+        300.0,
+        "Time one user call may run before the group declares the worker's partitions lost "
+        "(max.poll.interval.ms); at least the session timeout.",
+        "s",
+        ge=1.0,
+    )
+    hang_timeout: float | None = _field(
+        None,
+        "Time after which a running user call is pinned as a possible poison pill and logged at ERROR "
+        "(default: 80% of --max-poll-interval). A record running at two deaths of the worker (a crash, "
+        "an OOM kill, a hang past --max-poll-interval) is dead-lettered as quarantined.",
+        "s",
+        gt=0.0,
+    )
+    replace_plan: bool = _field(
+        False,
+        "Record this worker's pipelines as the group's plan even while the group has live members (an "
+        "upgrade whose old workers' sessions have not expired yet). Without it a worker whose pipelines "
+        "differ from its group's is refused (exit 2) until the old workers are gone.",
+    )
+
+    @classmethod
+    def load(cls, **values: Any) -> WorkerConfig:
+        """The environment's ``CADENZA_*`` settings overridden by ``values``; a ConfigError naming each
+        bad setting and its variable otherwise."""
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            raise ConfigError(describe_validation_error(exc, env_prefix=ENV_PREFIX)) from None
+
+    def worker_arguments(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The :class:`~cadenza.worker.Worker` keyword arguments this config sets, in the runtime's units.
+
+        ``given`` is what the caller also passed as keyword arguments: one of them set to something
+        other than its default (or None) beside ``config=`` would be silently overridden, so it is an
+        error naming the setting.
+        """
+        arguments: dict[str, Any] = {
+            "group": self.group,
+            "policy": self.policy,
+            "partitions": self.partitions,
+            "batch_size": self.batch_size,
+            "max_buffered": self.max_buffered,
+            "quantum_records": self.quantum_records,
+            "quantum_seconds": self.quantum_ms / 1000.0,
+            "run_slice": self.run_slice,
+            "poll_timeout": self.poll_timeout,
+            "commit_interval": self.commit_interval,
+            "restore_timeout": self.restore_timeout,
+            "watermark_idle_timeout": self.watermark_idle_timeout or None,
+            "progress_interval": self.progress_interval_ms / 1000.0,
+            "state_store": self.state_store,
+            "state_dir": self.state_dir,
+            "spans_topic": self.spans_topic,
+            "span_sample_ratio": self.span_sample_ratio,
+            "feedback_topic": self.feedback_topic,
+            "activities_topic": None if self.activities_topic in OFF else self.activities_topic,
+            "max_poll_interval": self.max_poll_interval,
+            "hang_timeout": self.hang_timeout,
+            "replace_plan": self.replace_plan,
+        }
+        if given:
+            defaults = type(self).model_construct().worker_arguments()
+            clashes = sorted(
+                name
+                for name, value in given.items()
+                if name in arguments and value is not None and value != defaults[name]
+            )
+            if clashes:
+                raise ConfigError(
+                    f"Worker got {', '.join(clashes)} both as keyword arguments and through config=; "
+                    "set them in the WorkerConfig"
+                )
+        return arguments
+
+
+def unit(field: FieldInfo) -> str:
+    extra = field.json_schema_extra
+    return str(extra.get("unit", "")) if isinstance(extra, dict) else ""
+
+
+def bounds(field: FieldInfo) -> dict[str, float]:
+    """The field's numeric bounds by constraint name (``ge``, ``gt``, ``le``, ``lt``)."""
+    found: dict[str, float] = {}
+    for constraint in field.metadata:
+        for name in ("ge", "gt", "le", "lt"):
+            value = getattr(constraint, name, None)
+            if value is not None:
+                found[name] = value
+    return found
+
+
+def _range_text(field: FieldInfo) -> str:
+    symbols = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    return ", ".join(f"{symbols[name]} {value:g}" for name, value in bounds(field).items())
+
+
+def _default_text(field: FieldInfo) -> str:
+    default = field.default
+    if default is None:
+        return ""
+    return f"`{default:g}`" if isinstance(default, float) else f"`{default}`"
+
+
+def settings_table() -> str:
+    """The README's table of worker settings, one row per :class:`WorkerConfig` field."""
+    rows = [
+        "| variable | option | default | unit | range | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, field in WorkerConfig.model_fields.items():
+        rows.append(
+            f"| `{ENV_PREFIX}{name.upper()}` | `--{name.replace('_', '-')}` | {_default_text(field)} | "
+            f"{unit(field)} | {_range_text(field)} | {field.description} |"
+        )
+    return "\n".join(rows)

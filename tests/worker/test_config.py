@@ -1,0 +1,143 @@
+"""One registry of worker settings: WorkerConfig drives the CLI options, Worker(config=...) and the
+README table, so the three cannot disagree (no broker: nothing here connects)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.core import TyperGroup, TyperOption
+from typer.testing import CliRunner
+
+from cadenza.cli.app import app
+from cadenza.errors import ConfigError
+from cadenza.pipelines import Pipeline
+from cadenza.settings import KafkaSettings
+from cadenza.worker import Worker
+from cadenza.worker.config import ENV_PREFIX, WorkerConfig, bounds, settings_table
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _pipeline() -> Pipeline:
+    pipeline = Pipeline("config-test", tenant="t", latency_target="1s")
+    pipeline.source("config-test-in").map(lambda value: value).sink("config-test-out")
+    return pipeline
+
+
+def _worker_options() -> dict[str, TyperOption]:
+    command = typer.main.get_command(app)
+    assert isinstance(command, TyperGroup)
+    worker = command.commands["worker"]
+    return {p.name: p for p in worker.params if isinstance(p, TyperOption) and p.name is not None}
+
+
+def test_the_readme_table_is_the_one_the_model_renders() -> None:
+    text = README.read_text(encoding="utf-8")
+    found = re.search(r"<!-- worker-settings:start -->\n(.*?)\n<!-- worker-settings:end -->", text, re.S)
+    assert found is not None, "README.md has no worker-settings table between its markers"
+    assert found.group(1) == settings_table(), "README's worker settings are stale: paste settings_table()"
+
+
+def test_every_setting_is_a_cli_option_with_its_variable_default_and_bounds() -> None:
+    options = _worker_options()
+    for name, field in WorkerConfig.model_fields.items():
+        option = options.get(name)
+        assert option is not None, f"cadenza worker has no --{name.replace('_', '-')}"
+        assert option.opts == [f"--{name.replace('_', '-')}"]
+        assert option.envvar == f"{ENV_PREFIX}{name.upper()}"
+        assert option.default == field.default
+        assert field.description is not None and option.help is not None
+        assert option.help.startswith(field.description)
+        limits = bounds(field)
+        assert (option.min, option.max) == (limits.get("ge"), limits.get("le"))
+    # Nothing else but the logging options: every worker setting lives in the model.
+    assert set(options) - set(WorkerConfig.model_fields) == {"log_level", "log_format"}
+
+
+def test_the_workers_own_defaults_agree_with_the_model() -> None:
+    defaults = WorkerConfig.model_construct().worker_arguments()
+    signature = inspect.signature(Worker.__init__).parameters
+    for name, value in defaults.items():
+        assert name in signature, f"Worker takes no {name}"
+        own = signature[name].default
+        # None in the Worker means "not set here" (the model then says what the CLI does).
+        assert own is None or own == value, f"Worker's default {name}={own!r}, the model's {value!r}"
+
+
+def test_the_environment_sets_the_config_and_units_are_converted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CADENZA_QUANTUM_MS", "5")
+    monkeypatch.setenv("CADENZA_PROGRESS_INTERVAL_MS", "250")
+    monkeypatch.setenv("CADENZA_WATERMARK_IDLE_TIMEOUT", "0")
+    monkeypatch.setenv("CADENZA_ACTIVITIES_TOPIC", "off")
+    monkeypatch.setenv("CADENZA_BATCH_SIZE", "7")
+    arguments = WorkerConfig.load(batch_size=9).worker_arguments()  # an explicit value beats the variable
+    assert arguments["quantum_seconds"] == pytest.approx(0.005)
+    assert arguments["progress_interval"] == pytest.approx(0.25)
+    assert arguments["watermark_idle_timeout"] is None  # 0: hold the watermark back for ever
+    assert arguments["activities_topic"] is None
+    assert arguments["batch_size"] == 9
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("CADENZA_SPAN_SAMPLE_RATIO", "0"),
+        ("CADENZA_SPAN_SAMPLE_RATIO", "1.5"),
+        ("CADENZA_QUANTUM_MS", "0"),
+        ("CADENZA_RUN_SLICE", "60"),
+        ("CADENZA_PARTITIONS", "0"),
+        ("CADENZA_STATE_STORE", "floppy"),
+    ],
+)
+def test_a_bad_value_is_a_config_error_naming_its_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=variable):
+        WorkerConfig.load()
+
+
+def test_worker_takes_its_settings_from_the_config() -> None:
+    config = WorkerConfig(
+        group="g-config", batch_size=7, max_buffered=123, quantum_records=3, quantum_ms=5.0, run_slice=0.5
+    )
+    worker = Worker([_pipeline()], KafkaSettings(), config=config)
+    assert (worker.group, worker.batch_size, worker.max_buffered, worker.run_slice) == (
+        "g-config",
+        7,
+        123,
+        0.5,
+    )
+    assert worker.progress_interval == pytest.approx(0.05)
+    assert worker.activities_topic == config.activities_topic
+
+
+def test_a_setting_given_both_ways_is_refused() -> None:
+    with pytest.raises(ConfigError, match="batch_size"):
+        Worker([_pipeline()], KafkaSettings(), batch_size=5, config=WorkerConfig(batch_size=7))
+
+
+def test_without_config_the_keyword_arguments_still_work() -> None:
+    worker = Worker([_pipeline()], KafkaSettings(), batch_size=5, group="g-kw")
+    assert (worker.batch_size, worker.group) == (5, "g-kw")
+
+
+def _cli(*args: str, **env: str) -> Any:
+    return CliRunner().invoke(app, ["worker", "no_such_module_needed", *args], env=env)
+
+
+def test_the_cli_checks_exclusive_bounds_through_the_model() -> None:
+    result = _cli("--span-sample-ratio", "0")
+    assert result.exit_code != 0
+    assert "span_sample_ratio" in result.output and "CADENZA_SPAN_SAMPLE_RATIO" in result.output
+
+
+def test_the_cli_reads_inclusive_bounds_from_the_model_for_options_and_variables() -> None:
+    result = _cli(CADENZA_BATCH_SIZE="0")
+    assert result.exit_code == 2  # click's usage error, before anything starts
+    assert "batch-size" in result.output
