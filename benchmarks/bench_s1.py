@@ -63,7 +63,10 @@ from cadenza.settings import KafkaSettings
 
 POLICIES = ("fifo", "edf", "sjf", "cameo", "fair")
 SYSTEMS = (*POLICIES, "faust")
+TENANTS = ("LS", "BA")
 PARTITIONS = 4
+#: BA ids of warm-up jobs start here, far above any measured phase's (which start at 0).
+WARMUP_FIRST_ID = 1_000_000_000
 BENCH_DIR = Path(__file__).resolve().parent
 Progress = Callable[[str], None]
 
@@ -92,6 +95,20 @@ class S1Config:
     span_sample_ratio: float = 0.05
     #: The cadenza workers' --metrics-port (None: a free one per run); `cadenza demo`'s dashboard scrapes it.
     metrics_port: int | None = None
+
+
+#: The ``--load`` range: below it the bursts hardly queue; above it BA's backlog outgrows the drain.
+LOAD_RANGE = (0.05, 3.0)
+
+
+def check_load(load: float) -> float:
+    """``load`` if it is a sensible BA load, else a ``ValueError`` saying the range."""
+    low, high = LOAD_RANGE
+    if not math.isfinite(load) or not low <= load <= high:
+        raise ValueError(
+            f"--load {load:g} is outside {low:g}..{high:g} (BA's mean input as a fraction of its capacity)"
+        )
+    return load
 
 
 def quick_config(**overrides: Any) -> S1Config:
@@ -149,8 +166,15 @@ class Send:
     value: dict[str, Any]  # without "ts": stamped at send time
 
 
-def plan(config: S1Config, ba_rate: float, duration: float, *, bursts: bool, seed: int) -> list[Send]:
-    """The records of one phase in send order: LS steady, BA in Pareto bursts (or steady)."""
+def plan(
+    config: S1Config, ba_rate: float, duration: float, *, bursts: bool, seed: int, first_id: int = 0
+) -> list[Send]:
+    """The records of one phase in send order: LS steady, BA in Pareto bursts (or steady).
+
+    BA job ids start at ``first_id``: the warm-up and the measured phase of one run must not share
+    ids, or the measurement matches a measured job with the warm-up's output of the same id (an
+    earlier version did: about a fifth of BA's latencies came out negative, under every system).
+    """
     rng = random.Random(f"s1:{seed}:values")
     sends: list[Send] = []
     for i in range(int(duration * config.ls_rate)):
@@ -176,7 +200,8 @@ def plan(config: S1Config, ba_rate: float, duration: float, *, bursts: bool, see
     else:
         ba_times = [i / ba_rate for i in range(int(duration * ba_rate))]
     for index, at in enumerate(t for t in ba_times if t < duration):
-        sends.append(Send(at, "BA", f"j{index}", {"id": index, "payload": f"job-{seed}-{index}"}))
+        job = first_id + index
+        sends.append(Send(at, "BA", f"j{job}", {"id": job, "payload": f"job-{seed}-{job}"}))
     sends.sort(key=lambda send: send.at)
     return sends
 
@@ -362,6 +387,71 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[index]
 
 
+#: A repetition whose actual load exceeds the requested one by more than this factor ran on a machine
+#: that lost more than a fifth of the calibrated BA capacity mid-run: marked ``overloaded``.
+OVERLOAD_MARGIN = 1.25
+#: BA is taken as running flat out while this many seconds of its calibrated capacity were waiting.
+SATURATED_BACKLOG_S = 0.25
+
+
+def sustained_rate(
+    sent: Sequence[float],
+    done: Sequence[float],
+    backlog: float,
+    *,
+    bin_s: float = 0.1,
+    min_busy_s: float = 1.0,
+) -> float | None:
+    """Results per second while at least ``backlog`` jobs were waiting: what the system could run.
+
+    ``sent`` and ``done`` are the send times and result times of one tenant's jobs. A time bin counts
+    as busy when the backlog (sent minus done so far) is at least ``backlog`` at both of its edges, so
+    the system had work queued for the whole bin and its output rate there is its capacity, not the
+    input rate. None if fewer than ``min_busy_s`` seconds were busy (no burst ever exceeded capacity).
+    """
+    if not sent or not done or bin_s <= 0:
+        return None
+    sends, dones = sorted(sent), sorted(done)
+    start, end = sends[0], max(sends[-1], dones[-1])
+    edges = max(0, math.floor((end - start) / bin_s)) + 1
+    busy_bins = 0
+    finished = 0
+    s_index = d_index = 0
+    prev_backlog = None
+    prev_done = 0
+    for step in range(edges):
+        edge = start + step * bin_s
+        while s_index < len(sends) and sends[s_index] <= edge:
+            s_index += 1
+        while d_index < len(dones) and dones[d_index] <= edge:
+            d_index += 1
+        current = s_index - d_index
+        if prev_backlog is not None and prev_backlog >= backlog and current >= backlog:
+            busy_bins += 1
+            finished += d_index - prev_done
+        prev_backlog, prev_done = current, d_index
+    if busy_bins * bin_s < min_busy_s:
+        return None
+    return finished / (busy_bins * bin_s)
+
+
+def actual_load(
+    requested: float, input_rps: float, sustained_rps: float | None, calibrated_rps: float
+) -> dict[str, Any]:
+    """The load a repetition ran at (input rate over the capacity it sustained), and whether the
+    machine lost capacity mid-run (``overloaded``: the actual load is more than ``OVERLOAD_MARGIN``
+    times the requested one, so the result says more about the machine than about the system)."""
+    actual = None if not sustained_rps else input_rps / sustained_rps
+    return {
+        "requested": requested,
+        "ba_input_rps": round(input_rps, 1),
+        "ba_sustained_rps": None if sustained_rps is None else round(sustained_rps, 1),
+        "ba_calibrated_rps": round(calibrated_rps, 1),
+        "actual": None if actual is None else round(actual, 3),
+        "overloaded": actual is not None and actual > requested * OVERLOAD_MARGIN,
+    }
+
+
 def tenant_stats(  # noqa: PLR0917
     latencies: list[float], expected: int, target: float, records: int, seconds: float, wrong: int = 0
 ) -> dict[str, Any]:
@@ -427,7 +517,14 @@ def run_system(  # noqa: PLR0917
     topics = Topics.fresh(run)
     ensure_topics(make_admin(settings), topics.specs())
     ba_rate = capacity.ba_rate(config)
-    warm = plan(config, ba_rate, config.warmup, bursts=False, seed=config.seed + 1000 + repetition)
+    warm = plan(
+        config,
+        ba_rate,
+        config.warmup,
+        bursts=False,
+        seed=config.seed + 1000 + repetition,
+        first_id=WARMUP_FIRST_ID,
+    )
     measured = plan(config, ba_rate, config.duration, bursts=True, seed=config.seed + repetition)
     producer, _ = make_producer(settings, **{"enable.idempotence": False, "acks": "1", "linger.ms": 2})
     reader = OutputReader(settings, topics)
@@ -473,9 +570,10 @@ def run_system(  # noqa: PLR0917
                 queue_wait = scheduler_queue_wait(metrics_port)
     finally:
         reader.close()
-    result = measure(system, config, expected, reader, phase_start, phase_end)
+    result = measure(system, config, expected, reader, phase_start, phase_end, capacity.ba_rps)
     for tenant, waits in queue_wait.items():
-        result[tenant].update(waits)
+        if tenant in result:
+            result[tenant].update(waits)
     return result
 
 
@@ -534,6 +632,7 @@ def measure(  # noqa: PLR0917
     reader: OutputReader,
     phase_start: float,
     phase_end: float,
+    calibrated_rps: float,
 ) -> dict[str, Any]:
     ls_latencies: list[float] = []
     ls_records = 0
@@ -552,6 +651,7 @@ def measure(  # noqa: PLR0917
         ls_latencies.append(out.timestamp - float(out.value["window_end"]))
     ba_latencies: list[float] = []
     seen_ids: set[int] = set()
+    ba_done: list[float] = []
     for out in reader.ba:
         job = int(out.value.get("id", -1))
         sent = expected.ba_ids.get(job)
@@ -559,8 +659,18 @@ def measure(  # noqa: PLR0917
             continue
         seen_ids.add(job)
         ba_latencies.append(out.timestamp - sent)
+        ba_done.append(out.timestamp)
     seconds = phase_end - phase_start
+    sustained = sustained_rate(list(expected.ba_ids.values()), ba_done, SATURATED_BACKLOG_S * calibrated_rps)
+    input_seconds = max(expected.ba_ids.values(), default=phase_start) - phase_start
+    load = actual_load(
+        config.load,
+        len(expected.ba_ids) / input_seconds if input_seconds > 0 else 0.0,
+        sustained,
+        calibrated_rps,
+    )
     return {
+        "load": load,
         "LS": tenant_stats(
             ls_latencies, len(expected.ls_windows), config.ls_target, ls_records, seconds, ls_wrong
         ),
@@ -708,8 +818,8 @@ def run_benchmark(
                     progress(f"  {system} failed: {exc}")
     systems = {system: median_run(entries) for system, entries in runs.items() if entries}
     for entry in systems.values():
-        for tenant in entry.values():
-            tenant.pop("latencies_ms", None)
+        for tenant in TENANTS:
+            entry[tenant].pop("latencies_ms", None)
     result: dict[str, Any] = {
         "benchmark": "s1_multi_tenant_burst",
         "systems": systems,
@@ -727,7 +837,10 @@ def run_benchmark(
 def strip_latencies(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
     return {
         system: [
-            {t: {k: v for k, v in stats.items() if k != "latencies_ms"} for t, stats in run.items()}
+            {
+                t: {k: v for k, v in stats.items() if k != "latencies_ms"} if t in TENANTS else stats
+                for t, stats in run.items()
+            }
             for run in entries
         ]
         for system, entries in runs.items()
@@ -763,6 +876,12 @@ def median_run(entries: list[dict[str, Any]]) -> dict[str, Any]:
             if waits:
                 row[key] = statistics.median(waits)
         merged[tenant] = row
+    loads = [entry["load"] for entry in entries if "load" in entry]
+    if loads:
+        merged["load"] = {
+            "actual": [load["actual"] for load in loads],
+            "overloaded": [load["overloaded"] for load in loads],
+        }
     return merged
 
 
@@ -804,14 +923,27 @@ def plot(runs: dict[str, list[dict[str, Any]]], config: S1Config, path: Path) ->
 def format_table(result: dict[str, Any]) -> str:
     lines = [
         f"{'system':8s} {'LS p99 ms':>10s} {'LS met':>7s} {'BA p99 ms':>10s} {'BA met':>7s} {'BA rec/s':>9s} "
-        f"{'LS wait p99 ms':>15s}"
+        f"{'LS wait p99 ms':>15s}  load per repetition"
     ]
+    overloaded = False
     for system, entry in result["systems"].items():
         ls, ba = entry["LS"], entry["BA"]
+        load = entry.get("load", {})
+        cells = [
+            ("-" if actual is None else f"{actual:.2f}") + (" OVERLOADED" if over else "")
+            for actual, over in zip(load.get("actual", []), load.get("overloaded", []), strict=True)
+        ]
+        overloaded = overloaded or any(load.get("overloaded", []))
         lines.append(
             f"{system:8s} {_fmt(ls['p99_ms']):>10s} {_ratio(ls['deadline_met_ratio']):>7s} "
             f"{_fmt(ba['p99_ms']):>10s} {_ratio(ba['deadline_met_ratio']):>7s} "
-            f"{_fmt(ba['throughput_rps']):>9s} {_fmt(ls.get('queue_wait_p99_ms')):>15s}"
+            f"{_fmt(ba['throughput_rps']):>9s} {_fmt(ls.get('queue_wait_p99_ms')):>15s}  "
+            f"{', '.join(cells) or '-'}"
+        )
+    if overloaded:
+        lines.append(
+            f"OVERLOADED: the machine sustained less than 1/{OVERLOAD_MARGIN:g} of the calibrated BA "
+            "capacity in that repetition; its figures measure the machine, not the system."
         )
     return "\n".join(lines)
 
@@ -830,12 +962,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--bootstrap", default=None)
+    parser.add_argument(
+        "--load", type=float, default=S1Config.load, help="BA mean input over its calibrated capacity"
+    )
     args = parser.parse_args(argv)
+    try:
+        check_load(args.load)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
     unknown = sorted(set(systems) - set(SYSTEMS))
     if unknown:
         raise SystemExit(f"unknown systems {unknown}; choose from {', '.join(SYSTEMS)}")
-    config = quick_config(systems=systems) if args.quick else S1Config(systems=systems)
+    config = (
+        quick_config(systems=systems, load=args.load)
+        if args.quick
+        else S1Config(systems=systems, load=args.load)
+    )
     result = run_benchmark(args.out, config=config, bootstrap=args.bootstrap)
     print(format_table(result))
 

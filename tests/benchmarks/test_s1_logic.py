@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from bench_s1 import (
+    OVERLOAD_MARGIN,
+    WARMUP_FIRST_ID,
     S1Config,
     Send,
+    actual_load,
+    check_load,
     expectations,
     format_table,
     median_run,
     percentile,
     plan,
     quick_config,
+    sustained_rate,
     tenant_stats,
 )
 
@@ -83,3 +89,73 @@ def test_quick_config_is_short_and_overridable() -> None:
     config = quick_config(systems=("fifo",), duration=12.0)
     assert config.repetitions == 1 and config.duration == 12.0 and config.systems == ("fifo",)
     assert math.isclose(S1Config().load, 0.75)
+
+
+def test_warm_up_jobs_do_not_share_ids_with_measured_ones() -> None:
+    # Shared ids made the measurement match measured jobs with warm-up results: negative latencies.
+    config = S1Config()
+    warm = plan(config, 500.0, 8.0, bursts=False, seed=1, first_id=WARMUP_FIRST_ID)
+    measured = plan(config, 500.0, 40.0, bursts=True, seed=2)
+    warm_ids = {s.value["id"] for s in warm if s.tenant == "BA"}
+    measured_ids = {s.value["id"] for s in measured if s.tenant == "BA"}
+    assert warm_ids and measured_ids
+    assert not warm_ids & measured_ids
+    assert min(measured_ids) == 0 and min(warm_ids) == WARMUP_FIRST_ID
+
+
+def _served(sent: list[float], rate: float) -> list[float]:
+    """Completion times of a single server running ``rate`` jobs per second, first come first served."""
+    done: list[float] = []
+    free = 0.0
+    for at in sorted(sent):
+        free = max(free, at) + 1.0 / rate
+        done.append(free)
+    return done
+
+
+def test_sustained_rate_is_the_service_rate_while_a_backlog_waits() -> None:
+    # A burst of 1000 jobs in the first second into a server of 200/s, then a trickle it keeps up with.
+    sent = [i / 1000 for i in range(1000)] + [6.0 + i / 50 for i in range(100)]
+    done = _served(sent, 200.0)
+    rate = sustained_rate(sent, done, backlog=50)
+    assert rate is not None
+    assert math.isclose(rate, 200.0, rel_tol=0.05)
+
+
+def test_sustained_rate_is_unknown_when_nothing_ever_queued() -> None:
+    sent = [i / 100 for i in range(1000)]  # 100/s into a server of 1000/s
+    assert sustained_rate(sent, _served(sent, 1000.0), backlog=50) is None
+    assert sustained_rate([], [], backlog=1) is None
+
+
+def test_actual_load_marks_a_repetition_that_lost_capacity() -> None:
+    normal = actual_load(0.75, input_rps=750.0, sustained_rps=1000.0, calibrated_rps=1000.0)
+    assert normal["actual"] == 0.75 and not normal["overloaded"]
+    slow = 750.0 / (0.75 * OVERLOAD_MARGIN) * 0.9  # sustained below what the margin allows
+    lost = actual_load(0.75, input_rps=750.0, sustained_rps=slow, calibrated_rps=1000.0)
+    assert lost["actual"] > 0.75 * OVERLOAD_MARGIN and lost["overloaded"]
+    # An overload the run asked for (--load 1.5) is not the machine's fault.
+    asked = actual_load(1.5, input_rps=1500.0, sustained_rps=1000.0, calibrated_rps=1000.0)
+    assert asked["actual"] == 1.5 and not asked["overloaded"]
+    unknown = actual_load(0.75, input_rps=750.0, sustained_rps=None, calibrated_rps=1000.0)
+    assert unknown["actual"] is None and not unknown["overloaded"]
+
+
+def test_the_table_shows_each_repetitions_load_and_says_overloaded() -> None:
+    stats = tenant_stats([0.1] * 10, expected=10, target=0.3, records=10, seconds=1.0)
+    loads = [
+        actual_load(0.75, 750.0, 1000.0, 1000.0),
+        actual_load(0.75, 750.0, 500.0, 1000.0),
+    ]
+    merged = median_run([{"LS": dict(stats), "BA": dict(stats), "load": load} for load in loads])
+    assert merged["load"] == {"actual": [0.75, 1.5], "overloaded": [False, True]}
+    table = format_table({"systems": {"fifo": merged}})
+    assert "0.75, 1.50 OVERLOADED" in table
+    assert "OVERLOADED:" in table
+
+
+@pytest.mark.parametrize("load", [0.0, -1.0, 10.0, math.nan])
+def test_check_load_refuses_nonsense(load: float) -> None:
+    with pytest.raises(ValueError, match="--load"):
+        check_load(load)
+    assert check_load(1.5) == 1.5
