@@ -530,6 +530,7 @@ def run_system(  # noqa: PLR0917
     reader = OutputReader(settings, topics)
     metrics_port = None if system == "faust" else config.metrics_port or free_port()
     queue_wait: dict[str, dict[str, float | None]] = {}
+    stages: dict[str, dict[str, dict[str, float | None]]] = {}
     try:
         with system_process(
             system, settings, topics, run, config, capacity.iterations, out / "logs", metrics_port
@@ -552,6 +553,7 @@ def run_system(  # noqa: PLR0917
                 producer.poll(0.2)
             progress(f"  {system}: running; warm-up {config.warmup:.0f} s")
             send_phase(producer, topics, warm, time.time())
+            at_start = scrape(metrics_port) if metrics_port is not None else ""
             phase_start = time.time()
             progress(f"  {system}: measuring {config.duration:.0f} s of bursty input")
             stamped = send_phase(producer, topics, measured, phase_start)
@@ -567,13 +569,18 @@ def run_system(  # noqa: PLR0917
                 time.sleep(0.25)
             phase_end = time.time()
             if metrics_port is not None:
-                queue_wait = scheduler_queue_wait(metrics_port)
+                at_end = scrape(metrics_port)
+                queue_wait = scheduler_queue_wait(at_end)
+                stages = stage_percentiles(stage_buckets(at_start), stage_buckets(at_end))
     finally:
         reader.close()
     result = measure(system, config, expected, reader, phase_start, phase_end, capacity.ba_rps)
     for tenant, waits in queue_wait.items():
         if tenant in result:
             result[tenant].update(waits)
+    for tenant, per_stage in stages.items():
+        if tenant in result:
+            result[tenant]["stages"] = per_stage
     return result
 
 
@@ -584,34 +591,105 @@ def free_port() -> int:
         return port
 
 
-def scheduler_queue_wait(port: int) -> dict[str, dict[str, float | None]]:
-    """Per tenant, p50 and p99 of the wait in the worker's scheduler queues (whole run, warm-up included).
+#: The worker's stage histograms, in the order a record meets them (see cadenza/schemas/METRICS.md):
+#: source fetch, scheduler queue wait, run, repartition hop, window close wait, produce acknowledgement.
+STAGES: dict[str, str] = {
+    "fetch": "cadenza_fetch_latency_seconds",
+    "queue_wait": "cadenza_queue_wait_seconds",
+    "run": "cadenza_run_time_seconds",
+    "repartition_hop": "cadenza_repartition_hop_seconds",
+    "window_close_wait": "cadenza_window_close_wait_seconds",
+    "produce_ack": "cadenza_produce_ack_seconds",
+}
+Buckets = dict[tuple[str, str], dict[float, float]]  # (stage, tenant) -> upper bound -> cumulative count
 
-    Read from the worker's own ``cadenza_queue_wait_seconds`` histogram, so each is the upper bound of
-    the bucket the quantile falls in. Set beside the end-to-end latency it tells how much of a tenant's
-    latency the scheduler controls: the rest is spent fetching, producing and crossing the broker.
-    """
+
+def scrape(port: int) -> str:
+    """The worker's /metrics text, or "" if it does not answer."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            text = response.read().decode()
+            text: str = response.read().decode()
+            return text
     except OSError:
-        return {}
-    buckets: dict[str, dict[float, float]] = {}
+        return ""
+
+
+def stage_buckets(text: str) -> Buckets:
+    """Per stage and tenant, the cumulative bucket counts summed over the tenant's operators."""
+    by_metric = {f"{metric}_bucket{{": stage for stage, metric in STAGES.items()}
+    buckets: Buckets = {}
     for line in text.splitlines():
-        if not line.startswith("cadenza_queue_wait_seconds_bucket{"):
+        stage = next((name for prefix, name in by_metric.items() if line.startswith(prefix)), None)
+        if stage is None:
             continue
         labels, value = line.rsplit(" ", 1)
         fields = dict(part.split("=", 1) for part in labels[labels.index("{") + 1 : -1].split(","))
         tenant = fields["tenant"].strip('"')
         bound = float(fields["le"].strip('"'))
-        per_tenant = buckets.setdefault(tenant, {})
-        per_tenant[bound] = per_tenant.get(bound, 0.0) + float(value)
+        per = buckets.setdefault((stage, tenant), {})
+        per[bound] = per.get(bound, 0.0) + float(value)
+    return buckets
+
+
+def stage_percentiles(before: Buckets, after: Buckets) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Per tenant and stage, p50 and p99 (ms) and the count of what was observed between two scrapes.
+
+    The measured phase only: the scrape taken when it starts is subtracted from the one at its end.
+    A quantile is interpolated inside its bucket as Prometheus' ``histogram_quantile`` does; the
+    queue wait and run time of a tenant pool every operator it has (LS's records queue and run twice:
+    before and after the repartition).
+    """
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for (stage, tenant), cumulative in after.items():
+        base = before.get((stage, tenant), {})
+        delta = {bound: count - base.get(bound, 0.0) for bound, count in cumulative.items()}
+        total = delta.get(math.inf, 0.0)
+        if total <= 0:
+            continue
+        out.setdefault(tenant, {})[stage] = {
+            "p50_ms": histogram_quantile(delta, 0.5),
+            "p99_ms": histogram_quantile(delta, 0.99),
+            "count": total,
+        }
+    return out
+
+
+def histogram_quantile(cumulative: dict[float, float], q: float) -> float | None:
+    """Quantile ``q`` (ms) of a histogram given as cumulative counts per upper bound (``inf`` last),
+    linear inside the bucket it falls in; the largest finite bound if it falls in the ``+Inf`` one."""
+    bounds = sorted(cumulative)
+    total = cumulative.get(math.inf, cumulative[bounds[-1]] if bounds else 0.0)
+    if not bounds or total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound in bounds:
+        count = cumulative[bound]
+        if count >= rank:
+            if math.isinf(bound):
+                return round(lower * 1000, 3)
+            inside = count - below
+            share = (rank - below) / inside if inside > 0 else 1.0
+            return round((lower + (bound - lower) * share) * 1000, 3)
+        lower, below = bound, count
+    return round(lower * 1000, 3)
+
+
+def scheduler_queue_wait(text: str) -> dict[str, dict[str, float | None]]:
+    """Per tenant, p50 and p99 of the wait in the worker's scheduler queues (whole run, warm-up included).
+
+    Read from the worker's own ``cadenza_queue_wait_seconds`` histogram, so each is the upper bound of
+    the bucket the quantile falls in. Set beside the end-to-end latency it tells how much of a tenant's
+    latency the scheduler controls: the rest is spent fetching, producing and crossing the broker
+    (``stages`` in the JSON breaks that down).
+    """
     return {
         tenant: {
             "queue_wait_p50_ms": _bucket_quantile(cumulative, 0.5),
             "queue_wait_p99_ms": _bucket_quantile(cumulative, 0.99),
         }
-        for tenant, cumulative in buckets.items()
+        for (stage, tenant), cumulative in stage_buckets(text).items()
+        if stage == "queue_wait"
     }
 
 
@@ -875,6 +953,18 @@ def median_run(entries: list[dict[str, Any]]) -> dict[str, Any]:
             waits = [s[key] for s in stats if s.get(key) is not None]
             if waits:
                 row[key] = statistics.median(waits)
+        stages: dict[str, dict[str, float]] = {}
+        for stage in STAGES:
+            for key in ("p50_ms", "p99_ms"):
+                values = [
+                    s["stages"][stage][key]
+                    for s in stats
+                    if stage in s.get("stages", {}) and s["stages"][stage][key] is not None
+                ]
+                if values:
+                    stages.setdefault(stage, {})[key] = statistics.median(values)
+        if stages:
+            row["stages"] = stages
         merged[tenant] = row
     loads = [entry["load"] for entry in entries if "load" in entry]
     if loads:
@@ -892,7 +982,8 @@ def plot(runs: dict[str, list[dict[str, Any]]], config: S1Config, path: Path) ->
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     systems = [s for s in runs if runs[s]]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+    fig, grid = plt.subplots(2, 3, figsize=(17, 10))
+    axes = grid[0]
     for ax, tenant, target in ((axes[0], "LS", config.ls_target), (axes[1], "BA", config.ba_target)):
         for system in systems:
             latencies = sorted(runs[system][len(runs[system]) // 2][tenant]["latencies_ms"])
@@ -914,10 +1005,57 @@ def plot(runs: dict[str, list[dict[str, Any]]], config: S1Config, path: Path) ->
     axes[2].set_ylim(0, 1.05)
     axes[2].set_title("deadline met (share of expected results)")
     axes[2].legend()
+    merged = {system: median_run(runs[system]) for system in systems}
+    plot_stages(grid[1][0], merged, "LS")
+    plot_stages(grid[1][1], merged, "BA")
+    plot_loads(grid[1][2], runs, config)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     print(f"wrote {path}")
+
+
+def plot_stages(ax: Any, merged: dict[str, dict[str, Any]], tenant: str) -> None:
+    """Per system, a bar stacking the p99 of each stage of ``tenant``, with its end-to-end p99 marked.
+
+    p99s do not add up exactly (the slowest records of one stage are not those of the next), so the
+    stack shows where the tail is spent, not the end-to-end p99: that is the black tick.
+    """
+    palette = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+    colors = dict(zip(STAGES, palette, strict=True))
+    shown: set[str] = set()
+    for x, entry in enumerate(merged.values()):
+        bottom = 0.0
+        for stage, values in entry[tenant].get("stages", {}).items():
+            height = values.get("p99_ms") or 0.0
+            ax.bar(
+                x, height, 0.6, bottom=bottom, color=colors[stage], label=None if stage in shown else stage
+            )
+            shown.add(stage)
+            bottom += height
+        e2e = entry[tenant].get("p99_ms")
+        if e2e is not None:
+            ax.plot([x - 0.35, x + 0.35], [e2e, e2e], color="black", linewidth=2)
+    ax.set_xticks(range(len(merged)), list(merged))
+    ax.set_ylabel("ms")
+    ax.set_title(f"{tenant}: p99 of each stage, stacked (black: end-to-end p99)")
+    if shown:
+        ax.legend(fontsize=8)
+
+
+def plot_loads(ax: Any, runs: dict[str, list[dict[str, Any]]], config: S1Config) -> None:
+    """The load each repetition actually ran at, overloaded ones in red."""
+    systems = [s for s in runs if runs[s]]
+    for x, system in enumerate(systems):
+        for entry in runs[system]:
+            load = entry.get("load", {})
+            if load.get("actual") is not None:
+                ax.scatter(x, load["actual"], color="red" if load["overloaded"] else "black")
+    ax.axhline(config.load, color="grey", linestyle="--", label="requested")
+    ax.axhline(config.load * OVERLOAD_MARGIN, color="red", linestyle=":", label="overloaded above")
+    ax.set_xticks(range(len(systems)), systems)
+    ax.set_title("BA load per repetition (input / capacity sustained)")
+    ax.legend(fontsize=8)
 
 
 def format_table(result: dict[str, Any]) -> str:

@@ -156,6 +156,7 @@ class TaskSchedule:
     __slots__ = (
         "_fresh_info",
         "_same_pipeline",
+        "arrival",
         "from_source",
         "index",
         "keys",
@@ -194,6 +195,9 @@ class TaskSchedule:
         )
         self.policy = policy
         self.metrics = metrics
+        #: Where the time from a fetched record's Kafka timestamp to its admission is observed: the
+        #: fetch stage for a source topic, the repartition hop for a repartition topic.
+        self.arrival = metrics.fetch_latency if self.from_source else metrics.repartition_hop
         windows = [op for op in iter_operators(task.root) if isinstance(op, WindowOp)]
         #: The task's (first) window step, if it is windowed.
         self.window: WindowOp | None = windows[0] if windows else None
@@ -380,18 +384,25 @@ def plan_schedules(
         for op in iter_operators(schedule.task.root):
             if isinstance(op, KeyByOp):
                 op.metrics = exporter.operator(schedule.tenant, schedule.pipeline, op.node_id)
+                op.output.ack_latency[op.topic] = op.metrics.produce_ack
                 target = by_input.get((schedule.pipeline, op.topic))
                 if target is not None:
                     op.stamp = _KeyByStamp(policy, target)
                     downstream.append(target.operator_id)
             elif isinstance(op, SinkOp):
                 window = schedule.window
+                sink_metrics = exporter.operator(schedule.tenant, schedule.pipeline, op.node_id, sink=True)
                 op.stamp = _SinkStamp(
                     latency_target=schedule.latency_target,
                     delay=None if window is None else window_delay(window),
-                    metrics=exporter.operator(schedule.tenant, schedule.pipeline, op.node_id, sink=True),
+                    metrics=sink_metrics,
                     emitter=emitter,
                 )
+                op.output.ack_latency[op.topic] = sink_metrics.produce_ack
+            elif isinstance(op, WindowOp):
+                op.close_wait = exporter.operator(
+                    schedule.tenant, schedule.pipeline, op.node_id
+                ).window_close_wait
     cost_model = getattr(policy, "cost_model", None)
     if isinstance(cost_model, CostModel):
         for pipeline, dag in edges.items():

@@ -635,6 +635,9 @@ class Worker:
                 enqueue(schedule.key(partition), ctx, unit)
                 if unit.value is not None or not is_progress(unit.origin):
                     schedule.metrics.consumed += 1
+                    stamp = message.timestamp()[1]  # stage: fetch, or the repartition hop
+                    if stamp > 0:
+                        schedule.arrival.observe(now - stamp / 1000.0)
             if progress is not None:
                 inflight.admitted(progress, offset, pending)
             units += pending[1] - holds

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import bisect
 import math
+from pathlib import Path
 
 import pytest
 from bench_s1 import (
     OVERLOAD_MARGIN,
+    STAGES,
     WARMUP_FIRST_ID,
     S1Config,
     Send,
@@ -14,13 +17,21 @@ from bench_s1 import (
     check_load,
     expectations,
     format_table,
+    histogram_quantile,
     median_run,
     percentile,
     plan,
+    plot,
     quick_config,
+    stage_buckets,
+    stage_percentiles,
     sustained_rate,
     tenant_stats,
 )
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cadenza.infra.metrics.names import LATENCY_BUCKETS
 
 
 def test_the_plan_is_seeded_ordered_and_keeps_the_mean_rates() -> None:
@@ -159,3 +170,72 @@ def test_check_load_refuses_nonsense(load: float) -> None:
     with pytest.raises(ValueError, match="--load"):
         check_load(load)
     assert check_load(1.5) == 1.5
+
+
+def _exposition(metric: str, tenant: str, samples: list[float], operator: str = "op") -> list[str]:
+    """Prometheus text of a histogram of ``samples`` over the worker's buckets, as the worker exports it."""
+    counts = [0] * (len(LATENCY_BUCKETS) + 1)
+    for value in samples:
+        counts[bisect.bisect_left(LATENCY_BUCKETS, value)] += 1
+    lines, running = [], 0
+    for bound, count in zip((*LATENCY_BUCKETS, math.inf), counts, strict=True):
+        running += count
+        le = "+Inf" if math.isinf(bound) else repr(bound)
+        labels = f'tenant="{tenant}",pipeline="p",operator="{operator}",le="{le}"'
+        lines.append(f"{metric}_bucket{{{labels}}} {float(running)}")
+    return lines
+
+
+@given(
+    st.lists(st.floats(min_value=0.0, max_value=400.0), min_size=1, max_size=200),
+    st.sampled_from([0.5, 0.99]),
+)
+def test_histogram_quantile_lies_in_the_bucket_of_the_true_quantile(samples: list[float], q: float) -> None:
+    text = "\n".join(_exposition("cadenza_queue_wait_seconds", "LS", samples))
+    cumulative = stage_buckets(text)[("queue_wait", "LS")]
+    got = histogram_quantile(cumulative, q)
+    assert got is not None
+    true = percentile(samples, q)  # brute force: the sorted samples
+    assert true is not None
+    index = bisect.bisect_left(LATENCY_BUCKETS, true)
+    lower = 0.0 if index == 0 else LATENCY_BUCKETS[index - 1]
+    upper = LATENCY_BUCKETS[index] if index < len(LATENCY_BUCKETS) else LATENCY_BUCKETS[-1]
+    assert lower * 1000 - 1e-6 <= got <= upper * 1000 + 1e-6
+
+
+def test_stage_percentiles_count_only_the_measured_phase_and_pool_a_tenants_operators() -> None:
+    warm_up = [5.0] * 100  # slow warm-up: must not show
+    measured = [0.01] * 50
+    before = stage_buckets("\n".join(_exposition("cadenza_fetch_latency_seconds", "LS", warm_up)))
+    after_lines = (
+        _exposition("cadenza_fetch_latency_seconds", "LS", warm_up + measured)
+        + _exposition("cadenza_repartition_hop_seconds", "LS", [0.2] * 10, operator="window")
+        + _exposition("cadenza_run_time_seconds", "BA", [0.001] * 7, operator="a")
+        + _exposition("cadenza_run_time_seconds", "BA", [0.001] * 3, operator="b")
+        + ['cadenza_records_consumed_total{tenant="LS",pipeline="p",operator="op"} 3.0']
+    )
+    stages = stage_percentiles(before, stage_buckets("\n".join(after_lines)))
+    assert set(stages) == {"LS", "BA"}
+    assert stages["LS"]["fetch"]["count"] == 50
+    p99 = stages["LS"]["fetch"]["p99_ms"]
+    assert p99 is not None and 5.0 <= p99 <= 10.0  # the 10 ms bucket, not the warm-up's 5 s
+    assert stages["LS"]["repartition_hop"]["count"] == 10
+    assert stages["BA"]["run"]["count"] == 10  # both operators of the tenant
+    assert set(stages["BA"]) == {"run"}
+    assert set(STAGES) >= set(stages["LS"])
+
+
+def test_the_plot_draws_stages_and_loads(tmp_path: Path) -> None:
+    def run(actual: float, over: bool) -> dict[str, object]:
+        stats = tenant_stats([0.1, 0.2], expected=2, target=0.3, records=2, seconds=1.0)
+        stats["stages"] = {stage: {"p50_ms": 1.0, "p99_ms": 2.0, "count": 2.0} for stage in STAGES}
+        load = actual_load(0.75, 750.0, 750.0 / actual, 1000.0)
+        assert load["overloaded"] is over
+        return {"LS": stats, "BA": dict(stats), "load": load}
+
+    runs = {"fifo": [run(0.7, False)], "cameo": [run(0.8, False), run(1.2, True)], "faust": []}
+    merged = median_run(runs["cameo"])
+    assert merged["LS"]["stages"]["queue_wait"] == {"p50_ms": 1.0, "p99_ms": 2.0}
+    path = tmp_path / "s1.png"
+    plot(runs, S1Config(), path)
+    assert path.stat().st_size > 10_000

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Hashable
 from typing import Any
 
+from cadenza.infra.metrics.prometheus import LatencyHistogram
 from cadenza.operators import (
     Aggregate,
     HoppingWindows,
@@ -124,6 +126,7 @@ class WindowOp(Operator):
         "aggregator",
         "assigner",
         "changelog_topic",
+        "close_wait",
         "closed_end",
         "counters",
         "dead",
@@ -170,6 +173,9 @@ class WindowOp(Operator):
         # not on a partition's first record.
         WindowedAggregation(self.assigner, self.aggregator)
         self.closed_end = isinstance(spec, Sliding)
+        #: Where the worker wants each result's close wait (``cadenza_window_close_wait_seconds``):
+        #: wall-clock seconds from the window's end plus ``delay`` to its closing; None: not measured.
+        self.close_wait: LatencyHistogram | None = None
         self.lateness = allowed_lateness
         self.max_out_of_orderness = max_out_of_orderness
         self.changelog_topic = changelog_topic
@@ -342,6 +348,11 @@ class WindowOp(Operator):
         following = self.next
         closed_end = self.closed_end
         self.counters.window_results += len(results)
+        close_wait = self.close_wait
+        if close_wait is not None:
+            closes = time.time() - self.lateness - self.max_out_of_orderness
+            for result in results:
+                close_wait.observe(closes - result.window.end)
         for result in results:
             window = result.window
             following.process(unit, result.key, result.result, result_event_time(window, closed_end), window)
