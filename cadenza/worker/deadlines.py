@@ -113,6 +113,18 @@ def close_function(assigner: Any, delay: float) -> CloseTime:
     return close_single
 
 
+def first_close_after(window_op: WindowOp) -> Callable[[float], float]:
+    """``event time t -> the first close of ``window_op`` later than t``: the event time at which an
+    input's watermark releases its next window (a key_by sends its progress early then)."""
+    delay = window_delay(window_op)
+    close = close_function(window_op.assigner, delay)
+
+    def release(event_time: float) -> float:
+        return close(event_time - delay)
+
+    return release
+
+
 class WindowRelease:
     """The window close a record's deadline counts from: its own window's, or an earlier one it releases.
 
@@ -389,6 +401,8 @@ def plan_schedules(
                 if target is not None:
                     op.stamp = _KeyByStamp(policy, target)
                     downstream.append(target.operator_id)
+                    if target.window is not None:
+                        op.release = first_close_after(target.window)
             elif isinstance(op, SinkOp):
                 window = schedule.window
                 sink_metrics = exporter.operator(schedule.tenant, schedule.pipeline, op.node_id, sink=True)

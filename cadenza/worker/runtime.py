@@ -73,7 +73,7 @@ from cadenza.worker.dead_letter import PipelineStoppedError
 from cadenza.worker.deadlines import TaskSchedule, plan_schedules
 from cadenza.worker.decode import make_registry_client
 from cadenza.worker.inflight import InFlight, Pending
-from cadenza.worker.operators.routing import KeyByOp
+from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.output import Output
 from cadenza.worker.rates import track_true_rates
@@ -583,7 +583,7 @@ class Worker:
                 feedback.apply_pending(model)
         ran = self.run_for(self.run_slice)
         now = time.monotonic()
-        if self._keyed and now - self._last_progress >= self.progress_interval:
+        if self._keyed and progress_due(self._keyed, now - self._last_progress, self.progress_interval):
             self._broadcast_progress(now)
         # Something to commit: records ran or were dead-lettered since the last commit, or a commit
         # was deferred by a rebalance. Commit when the buffer ran dry or the interval is up.
