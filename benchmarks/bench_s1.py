@@ -1058,6 +1058,24 @@ def plot_loads(ax: Any, runs: dict[str, list[dict[str, Any]]], config: S1Config)
     ax.legend(fontsize=8)
 
 
+#: The share of expected results within target at which a tenant counts as having met its target
+#: (the benchmark issue's goal).
+MET_GOAL = 0.99
+
+
+def verdict(row: dict[str, Any], goal: float = MET_GOAL) -> str:
+    """One plain phrase on whether a tenant met its target: what a reader of a table wants first."""
+    met = row.get("deadline_met_ratio")
+    target = row.get("target_ms")
+    if met is None:
+        return "no results expected"
+    missing = row.get("results_expected", 0) - row.get("results", 0)
+    if met >= goal:
+        return f"MET: {met:.0%} within {target:,} ms"
+    why = f", {missing:,.0f} missing" if missing > 0 else ""
+    return f"MISSED: {met:.0%} within {target:,} ms (goal {goal:.0%}{why})"
+
+
 def format_table(result: dict[str, Any]) -> str:
     lines = [
         f"{'system':8s} {'LS p99 ms':>10s} {'LS met':>7s} {'BA p99 ms':>10s} {'BA met':>7s} {'BA rec/s':>9s} "

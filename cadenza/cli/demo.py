@@ -91,11 +91,13 @@ def demo(
         if spans_topic is not None:
             rows = feedback.run_feedback_loop(settings, spans_topic, progress=say)
     table = Table(title="S1, one worker, same bursty input for each policy")
-    for column in ("policy", "tenant", "target ms", "p50 ms", "p99 ms", "deadline met", "results"):
-        table.add_column(column, justify="left" if column in ("policy", "tenant") else "right")
+    columns = ("policy", "tenant", "target ms", "p50 ms", "p99 ms", "deadline met", "results", "target met?")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("policy", "tenant", "target met?") else "right")
     for system, entry in result["systems"].items():
         for tenant in ("LS", "BA"):
             row = entry[tenant]
+            said = module.verdict(row)
             table.add_row(
                 system,
                 tenant,
@@ -104,8 +106,18 @@ def demo(
                 _num(row["p99_ms"]),
                 "-" if row["deadline_met_ratio"] is None else f"{row['deadline_met_ratio']:.0%}",
                 f"{row['results']:,.0f}/{row['results_expected']:,}",
+                f"[green]{said}[/]" if said.startswith("MET") else f"[red]{said}[/]",
             )
     console.print(table)
+    for system, entry in result["systems"].items():
+        load = entry.get("load", {})
+        for actual, overloaded in zip(load.get("actual", []), load.get("overloaded", []), strict=True):
+            if overloaded:
+                console.print(
+                    f"[yellow]{system}: this machine sustained less BA work than calibrated (load "
+                    f"{actual:.2f} instead of {config.load:.2f}); other processes took the CPU, so this "
+                    "run says more about the machine than about the policy.[/]"
+                )
     if rows:
         _print_feedback(rows)
     elif stats:

@@ -27,6 +27,7 @@ from bench_s1 import (
     stage_percentiles,
     sustained_rate,
     tenant_stats,
+    verdict,
 )
 from hypothesis import given
 from hypothesis import strategies as st
@@ -239,3 +240,13 @@ def test_the_plot_draws_stages_and_loads(tmp_path: Path) -> None:
     path = tmp_path / "s1.png"
     plot(runs, S1Config(), path)
     assert path.stat().st_size > 10_000
+
+
+def test_the_verdict_says_plainly_whether_the_target_was_met() -> None:
+    met = tenant_stats([0.1] * 100, expected=100, target=0.3, records=100, seconds=1.0)
+    assert verdict(met) == "MET: 100% within 300 ms"
+    missed = tenant_stats([0.1] * 90 + [0.5] * 5, expected=100, target=0.3, records=95, seconds=1.0)
+    assert verdict(missed) == "MISSED: 90% within 300 ms (goal 99%, 5 missing)"
+    late = tenant_stats([0.1] * 95 + [0.5] * 5, expected=100, target=0.3, records=100, seconds=1.0)
+    assert verdict(late) == "MISSED: 95% within 300 ms (goal 99%)"
+    assert verdict(tenant_stats([], expected=0, target=0.3, records=0, seconds=1.0)) == "no results expected"
