@@ -114,9 +114,10 @@ def demo(
         for actual, overloaded in zip(load.get("actual", []), load.get("overloaded", []), strict=True):
             if overloaded:
                 console.print(
-                    f"[yellow]{system}: this machine sustained less BA work than calibrated (load "
-                    f"{actual:.2f} instead of {config.load:.2f}); other processes took the CPU, so this "
-                    "run says more about the machine than about the policy.[/]"
+                    f"[yellow]{system}: this machine ran less than {1 / module.OVERLOAD_MARGIN:.0%} of "
+                    f"the BA work it did at calibration (so BA ran at load {actual:.2f}, not "
+                    f"{config.load:.2f}); other processes took the CPU, and this run says more about the "
+                    "machine than about the policy.[/]"
                 )
     if rows:
         _print_feedback(rows)
