@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Any
 
 import typer
@@ -90,6 +91,17 @@ def demo(
         result = module.run_benchmark(out, config=config, bootstrap=settings.bootstrap_servers, progress=say)
         if spans_topic is not None:
             rows = feedback.run_feedback_loop(settings, spans_topic, progress=say)
+    _print_results(module, result, config.load)
+    if rows:
+        _print_feedback(rows)
+    elif stats:
+        console.print("feedback loop skipped: PySpark is not installed (pip install 'cadenza[spark]')")
+    console.print(f"plot: {out / 's1.png'}; numbers: {out / 's1.json'}; worker logs: {out / 'logs'}")
+
+
+def _print_results(module: ModuleType, result: dict[str, Any], requested_load: float) -> None:
+    """The table per policy and tenant, saying plainly whether each tenant met its target, and a
+    warning per repetition in which the machine lost capacity (``module`` is ``bench_s1``)."""
     table = Table(title="S1, one worker, same bursty input for each policy")
     columns = ("policy", "tenant", "target ms", "p50 ms", "p99 ms", "deadline met", "results", "target met?")
     for column in columns:
@@ -116,14 +128,9 @@ def demo(
                 console.print(
                     f"[yellow]{system}: this machine ran less than {1 / module.OVERLOAD_MARGIN:.0%} of "
                     f"the BA work it did at calibration (so BA ran at load {actual:.2f}, not "
-                    f"{config.load:.2f}); other processes took the CPU, and this run says more about the "
+                    f"{requested_load:.2f}); other processes took the CPU, and this run says more about the "
                     "machine than about the policy.[/]"
                 )
-    if rows:
-        _print_feedback(rows)
-    elif stats:
-        console.print("feedback loop skipped: PySpark is not installed (pip install 'cadenza[spark]')")
-    console.print(f"plot: {out / 's1.png'}; numbers: {out / 's1.json'}; worker logs: {out / 'logs'}")
 
 
 @contextlib.contextmanager
