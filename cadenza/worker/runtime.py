@@ -561,9 +561,10 @@ class Worker:
         room = min((self.max_buffered - buffered) // self._fanout, self._share)
         trace = self.trace
         fetch_start = time.time() if trace is not None else 0.0
-        messages = consumer.consume(
-            min(self.batch_size, room) if room > 0 else 1, 0.0 if buffered else self.poll_timeout
-        )
+        messages = consumer.consume(min(self.batch_size, room) if room > 0 else 1, 0.0)
+        if not messages and not buffered:
+            # consume(n, t) waits all of t unless n records come: with nothing queued, wait for one only.
+            messages = consumer.consume(1, self.poll_timeout)
         consumed = time.time() if trace is not None else 0.0
         if self._failure is not None:
             raise self._failure
