@@ -8,7 +8,9 @@ writes everything. Each :meth:`Worker.step`:
    of ``max_buffered`` over the assigned partitions) is paused until it drained to half, so a
    burst is held back at the broker (neither this buffer nor librdkafka's prefetch grows) while
    other tenants' partitions keep flowing; if the buffer fills all the same, every partition is
-   paused until it drained to half;
+   paused until it drained to half. The fetch never waits for a batch to fill (librdkafka's batch
+   consume would wait out its whole timeout for one): it takes what the client holds, and only with
+   nothing queued anywhere waits up to ``poll_timeout`` for the next single record;
 2. **decode and admit**: per record and per sub-topology reading its topic, a
    :class:`~cadenza.worker.unit.Unit` (or a dead letter) with a scheduling context
    (:mod:`cadenza.worker.deadlines`), queued in its operator-partition (sub-topology, input partition);
