@@ -277,6 +277,8 @@ class Worker:
         #: (never committable), and its partitions stay paused.
         self._held: dict[str, int] = {}
         self._last_commit = 0.0
+        #: Records ran or arrived since the last commit.
+        self._uncommitted = False
         self._last_progress = 0.0
 
     # -- what it runs ---------------------------------------------------------------------------------
@@ -589,9 +591,13 @@ class Worker:
         if self._keyed and progress_due(self._keyed, now - self._last_progress, self.progress_interval):
             self._broadcast_progress(now)
         # Something to commit: records ran or were dead-lettered since the last commit, or a commit
-        # was deferred by a rebalance. Commit when the buffer ran dry or the interval is up.
-        if (ran or messages or self._commits) and (
-            not len(scheduler) or now - self._last_commit >= self.commit_interval
+        # was deferred by a rebalance. Commit when the interval is up, or when the buffer ran dry but
+        # not more often than every poll_timeout: a trickle of records runs dry after each one, and a
+        # commit (it waits for the producer's acknowledgements) per record would hold the loop.
+        self._uncommitted = self._uncommitted or bool(ran or messages)
+        since = now - self._last_commit
+        if (self._uncommitted or self._commits) and (
+            since >= self.commit_interval or (not len(scheduler) and since >= self.poll_timeout)
         ):
             self.commit()
         self.counters.batches += 1
@@ -867,6 +873,7 @@ class Worker:
         if self._consumer is not None:
             self._commits.commit(self._consumer)
         self._last_commit = now = time.monotonic()
+        self._uncommitted = False
         if self._record is not None:
             self._record("fault_tolerance", wall_started, wall_started + (now - started), None)
         self.counters.commit_ms += round((now - started) * 1000)
