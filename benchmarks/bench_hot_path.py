@@ -3,8 +3,9 @@
 The records are built in memory (``confluent_kafka.Message`` objects of the same JSON as
 ``bench_worker.py``) and fed to a started worker's admit and run stages, so fetching and broker
 round trips are left out and the figure is the Python work per record: decode, scheduling context,
-queueing, the operator chain, the sink's context stamp and the produce call (asynchronous; the
-embedded broker takes the outputs). Time is the CPU time of the running thread, so other
+queueing, the operator chain, the sink's context stamp, the produce call (asynchronous; the
+embedded broker takes the outputs) and the flush that waits for them (CPU only: the delivery
+callbacks, which time each acknowledgement). Time is the CPU time of the running thread, so other
 processes on the machine (and librdkafka's own threads) do not count. ``unscheduled`` runs the
 same decode and operator chain in arrival order without contexts or queues: the difference is
 what scheduling adds per record.
@@ -86,8 +87,8 @@ def measure(settings: KafkaSettings, mode: str, records: int, repeat: int) -> li
             else:
                 worker.admit(batch)
                 worker.run_for(3600.0)
+            output.flush()  # timed too: delivery callbacks run here, on this thread
             per_record.append((time.thread_time() - started) / records * 1e6)
-            output.flush()
     finally:
         worker.close()
     return per_record[1:]

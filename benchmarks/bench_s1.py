@@ -20,6 +20,7 @@ from cadenza.demo.s1 import (
     Progress,
     S1Config,
     broker_settings,
+    check_load,
     format_table,
     quick_config,
 )
@@ -82,12 +83,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--bootstrap", default=None)
+    parser.add_argument(
+        "--load", type=float, default=S1Config.load, help="BA mean input over its calibrated capacity"
+    )
     args = parser.parse_args(argv)
+    try:
+        check_load(args.load)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
     unknown = sorted(set(systems) - set(SYSTEMS))
     if unknown:
         raise SystemExit(f"unknown systems {unknown}; choose from {', '.join(SYSTEMS)}")
-    config = quick_config(systems=systems) if args.quick else S1Config(systems=systems)
+    config = (
+        quick_config(systems=systems, load=args.load)
+        if args.quick
+        else S1Config(systems=systems, load=args.load)
+    )
     result = run_benchmark(args.out, config=config, bootstrap=args.bootstrap)
     print(format_table(result))
 

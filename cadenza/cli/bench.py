@@ -98,18 +98,34 @@ def s1(
     quick: QuickOption = False,
     bootstrap: BootstrapOption = None,
     systems: SystemsOption = "fifo,edf,sjf,cameo,fair,faust",
+    load: Annotated[
+        float,
+        typer.Option(
+            help="BA's mean input as a fraction of the BA capacity calibrated on this machine "
+            "(1.5: overload, BA must miss and LS must not)."
+        ),
+    ] = 0.75,
 ) -> None:
     """Two tenants on one worker under Pareto bursts: each policy, and faust, on the same input.
 
-    Writes OUT/s1.json (per system and tenant: p50/p95/p99, deadline-met ratio, throughput) and
-    OUT/s1.png (latency CDFs, deadline-met bars). faust runs from its own venv (created on first use).
+    Writes OUT/s1.json (per system and tenant: p50/p95/p99, deadline-met ratio, throughput, time per
+    stage; per repetition the load it actually ran at) and OUT/s1.png (latency CDFs, deadline-met
+    bars, time per stage). faust runs from its own venv (created on first use).
     """
     module = load_benchmark("bench_s1")
     chosen = tuple(s.strip() for s in systems.split(",") if s.strip())
     unknown = sorted(set(chosen) - set(module.SYSTEMS))
     if unknown or not chosen:
         raise CadenzaError(f"unknown systems {unknown or chosen}; choose from {', '.join(module.SYSTEMS)}")
-    config = module.quick_config(systems=chosen) if quick else module.S1Config(systems=chosen)
+    try:
+        module.check_load(load)
+    except ValueError as exc:
+        raise CadenzaError(str(exc)) from None
+    config = (
+        module.quick_config(systems=chosen, load=load)
+        if quick
+        else module.S1Config(systems=chosen, load=load)
+    )
     result = module.run_benchmark(
         out, config=config, bootstrap=bootstrap, progress=lambda line: console.print(line, markup=False)
     )

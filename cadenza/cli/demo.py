@@ -13,6 +13,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Any
 
 import typer
@@ -90,22 +91,7 @@ def demo(
         result = module.run_benchmark(out, config=config, bootstrap=settings.bootstrap_servers, progress=say)
         if spans_topic is not None:
             rows = feedback.run_feedback_loop(settings, spans_topic, progress=say)
-    table = Table(title="S1, one worker, same bursty input for each policy")
-    for column in ("policy", "tenant", "target ms", "p50 ms", "p99 ms", "deadline met", "results"):
-        table.add_column(column, justify="left" if column in ("policy", "tenant") else "right")
-    for system, entry in result["systems"].items():
-        for tenant in ("LS", "BA"):
-            row = entry[tenant]
-            table.add_row(
-                system,
-                tenant,
-                f"{row['target_ms']:,}",
-                _num(row["p50_ms"]),
-                _num(row["p99_ms"]),
-                "-" if row["deadline_met_ratio"] is None else f"{row['deadline_met_ratio']:.0%}",
-                f"{row['results']:,.0f}/{row['results_expected']:,}",
-            )
-    console.print(table)
+    _print_results(module, result, config.load)
     if rows:
         _print_feedback(rows)
     elif stats:
@@ -116,6 +102,41 @@ def demo(
     else:
         plot_note = f"plot: {plot}"
     console.print(f"{plot_note}; numbers: {out / 's1.json'}; worker logs: {out / 'logs'}")
+
+
+def _print_results(module: ModuleType, result: dict[str, Any], requested_load: float) -> None:
+    """The table per policy and tenant, saying plainly whether each tenant met its target, and a
+    warning per repetition in which the machine lost capacity (``module`` is
+    :mod:`cadenza.demo.s1`)."""
+    table = Table(title="S1, one worker, same bursty input for each policy")
+    columns = ("policy", "tenant", "target ms", "p50 ms", "p99 ms", "deadline met", "results", "target met?")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("policy", "tenant", "target met?") else "right")
+    for system, entry in result["systems"].items():
+        for tenant in ("LS", "BA"):
+            row = entry[tenant]
+            said = module.verdict(row)
+            table.add_row(
+                system,
+                tenant,
+                f"{row['target_ms']:,}",
+                _num(row["p50_ms"]),
+                _num(row["p99_ms"]),
+                "-" if row["deadline_met_ratio"] is None else f"{row['deadline_met_ratio']:.0%}",
+                f"{row['results']:,.0f}/{row['results_expected']:,}",
+                f"[green]{said}[/]" if said.startswith("MET") else f"[red]{said}[/]",
+            )
+    console.print(table)
+    for system, entry in result["systems"].items():
+        load = entry.get("load", {})
+        for actual, overloaded in zip(load.get("actual", []), load.get("overloaded", []), strict=True):
+            if overloaded:
+                console.print(
+                    f"[yellow]{system}: this machine ran less than {1 / module.OVERLOAD_MARGIN:.0%} of "
+                    f"the BA work it did at calibration (so BA ran at load {actual:.2f}, not "
+                    f"{requested_load:.2f}); other processes took the CPU, and this run says more about the "
+                    "machine than about the policy.[/]"
+                )
 
 
 @contextlib.contextmanager

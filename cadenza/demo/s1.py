@@ -63,7 +63,10 @@ from cadenza.loadgen import Bursts
 from cadenza.settings import KafkaSettings
 
 POLICIES = ("fifo", "edf", "sjf", "cameo", "fair")
+TENANTS = ("LS", "BA")
 PARTITIONS = 4
+#: BA ids of warm-up jobs start here, far above any measured phase's (which start at 0).
+WARMUP_FIRST_ID = 1_000_000_000
 #: The pipelines module every cadenza worker of S1 runs (an importable name: works from a wheel too).
 PIPELINES_MODULE = "cadenza.demo.s1_pipelines"
 Progress = Callable[[str], None]
@@ -94,6 +97,20 @@ class S1Config:
     span_sample_ratio: float = 0.05
     #: The cadenza workers' --metrics-port (None: a free one per run); `cadenza demo`'s dashboard scrapes it.
     metrics_port: int | None = None
+
+
+#: The ``--load`` range: below it the bursts hardly queue; above it BA's backlog outgrows the drain.
+LOAD_RANGE = (0.05, 3.0)
+
+
+def check_load(load: float) -> float:
+    """``load`` if it is a sensible BA load, else a ``ValueError`` saying the range."""
+    low, high = LOAD_RANGE
+    if not math.isfinite(load) or not low <= load <= high:
+        raise ValueError(
+            f"--load {load:g} is outside {low:g}..{high:g} (BA's mean input as a fraction of its capacity)"
+        )
+    return load
 
 
 def quick_config(**overrides: Any) -> S1Config:
@@ -151,8 +168,15 @@ class Send:
     value: dict[str, Any]  # without "ts": stamped at send time
 
 
-def plan(config: S1Config, ba_rate: float, duration: float, *, bursts: bool, seed: int) -> list[Send]:
-    """The records of one phase in send order: LS steady, BA in Pareto bursts (or steady)."""
+def plan(
+    config: S1Config, ba_rate: float, duration: float, *, bursts: bool, seed: int, first_id: int = 0
+) -> list[Send]:
+    """The records of one phase in send order: LS steady, BA in Pareto bursts (or steady).
+
+    BA job ids start at ``first_id``: the warm-up and the measured phase of one run must not share
+    ids, or the measurement matches a measured job with the warm-up's output of the same id (an
+    earlier version did: about a fifth of BA's latencies came out negative, under every system).
+    """
     rng = random.Random(f"s1:{seed}:values")
     sends: list[Send] = []
     for i in range(int(duration * config.ls_rate)):
@@ -178,7 +202,8 @@ def plan(config: S1Config, ba_rate: float, duration: float, *, bursts: bool, see
     else:
         ba_times = [i / ba_rate for i in range(int(duration * ba_rate))]
     for index, at in enumerate(t for t in ba_times if t < duration):
-        sends.append(Send(at, "BA", f"j{index}", {"id": index, "payload": f"job-{seed}-{index}"}))
+        job = first_id + index
+        sends.append(Send(at, "BA", f"j{job}", {"id": job, "payload": f"job-{seed}-{job}"}))
     sends.sort(key=lambda send: send.at)
     return sends
 
@@ -364,6 +389,75 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[index]
 
 
+#: A repetition in which BA sustained less than the calibrated capacity divided by this (the machine
+#: lost more than a fifth of it mid-run, to other processes) is marked ``overloaded``.
+OVERLOAD_MARGIN = 1.25
+#: BA is taken as running flat out while this many seconds of its calibrated capacity were waiting.
+SATURATED_BACKLOG_S = 0.25
+
+
+def sustained_rate(
+    sent: Sequence[float],
+    done: Sequence[float],
+    backlog: float,
+    *,
+    bin_s: float = 0.1,
+    min_busy_s: float = 1.0,
+) -> float | None:
+    """Results per second while at least ``backlog`` jobs were waiting: what the system could run.
+
+    ``sent`` and ``done`` are the send times and result times of one tenant's jobs. A time bin counts
+    as busy when the backlog (sent minus done so far) is at least ``backlog`` at both of its edges, so
+    the system had work queued for the whole bin and its output rate there is its capacity, not the
+    input rate. None if fewer than ``min_busy_s`` seconds were busy (no burst ever exceeded capacity).
+    """
+    if not sent or not done or bin_s <= 0:
+        return None
+    sends, dones = sorted(sent), sorted(done)
+    start, end = sends[0], max(sends[-1], dones[-1])
+    edges = max(0, math.floor((end - start) / bin_s)) + 1
+    busy_bins = 0
+    finished = 0
+    s_index = d_index = 0
+    prev_backlog = None
+    prev_done = 0
+    for step in range(edges):
+        edge = start + step * bin_s
+        while s_index < len(sends) and sends[s_index] <= edge:
+            s_index += 1
+        while d_index < len(dones) and dones[d_index] <= edge:
+            d_index += 1
+        current = s_index - d_index
+        if prev_backlog is not None and prev_backlog >= backlog and current >= backlog:
+            busy_bins += 1
+            finished += d_index - prev_done
+        prev_backlog, prev_done = current, d_index
+    if busy_bins * bin_s < min_busy_s:
+        return None
+    return finished / (busy_bins * bin_s)
+
+
+def actual_load(
+    requested: float, input_rps: float, sustained_rps: float | None, calibrated_rps: float
+) -> dict[str, Any]:
+    """The load a repetition ran at (input rate over the capacity it sustained), and whether the
+    machine lost capacity mid-run (``overloaded``: BA sustained less than the calibrated capacity
+    over ``OVERLOAD_MARGIN``, so the result says more about the machine than about the system).
+
+    Judged on capacity, not on the actual load: a short run's Pareto bursts can bring more or less
+    than the mean input, which is the input's doing, not the machine's.
+    """
+    actual = None if not sustained_rps else input_rps / sustained_rps
+    return {
+        "requested": requested,
+        "ba_input_rps": round(input_rps, 1),
+        "ba_sustained_rps": None if sustained_rps is None else round(sustained_rps, 1),
+        "ba_calibrated_rps": round(calibrated_rps, 1),
+        "actual": None if actual is None else round(actual, 3),
+        "overloaded": sustained_rps is not None and sustained_rps * OVERLOAD_MARGIN < calibrated_rps,
+    }
+
+
 def tenant_stats(  # noqa: PLR0917
     latencies: list[float], expected: int, target: float, records: int, seconds: float, wrong: int = 0
 ) -> dict[str, Any]:
@@ -430,12 +524,20 @@ def run_system(  # noqa: PLR0917
     topics = Topics.fresh(run)
     ensure_topics(make_admin(settings), topics.specs())
     ba_rate = capacity.ba_rate(config)
-    warm = plan(config, ba_rate, config.warmup, bursts=False, seed=config.seed + 1000 + repetition)
+    warm = plan(
+        config,
+        ba_rate,
+        config.warmup,
+        bursts=False,
+        seed=config.seed + 1000 + repetition,
+        first_id=WARMUP_FIRST_ID,
+    )
     measured = plan(config, ba_rate, config.duration, bursts=True, seed=config.seed + repetition)
     producer, _ = make_producer(settings, **{"enable.idempotence": False, "acks": "1", "linger.ms": 2})
     reader = OutputReader(settings, topics)
     metrics_port = None if peer is not None else config.metrics_port or free_port()
     queue_wait: dict[str, dict[str, float | None]] = {}
+    stages: dict[str, dict[str, dict[str, float | None]]] = {}
     try:
         with system_process(
             system, settings, topics, run, config, capacity.iterations, out / "logs", metrics_port, peer
@@ -458,6 +560,7 @@ def run_system(  # noqa: PLR0917
                 producer.poll(0.2)
             progress(f"  {system}: running; warm-up {config.warmup:.0f} s")
             send_phase(producer, topics, warm, time.time())
+            at_start = scrape(metrics_port) if metrics_port is not None else ""
             phase_start = time.time()
             progress(f"  {system}: measuring {config.duration:.0f} s of bursty input")
             stamped = send_phase(producer, topics, measured, phase_start)
@@ -473,12 +576,18 @@ def run_system(  # noqa: PLR0917
                 time.sleep(0.25)
             phase_end = time.time()
             if metrics_port is not None:
-                queue_wait = scheduler_queue_wait(metrics_port)
+                at_end = scrape(metrics_port)
+                queue_wait = scheduler_queue_wait(at_end)
+                stages = stage_percentiles(stage_buckets(at_start), stage_buckets(at_end))
     finally:
         reader.close()
-    result = measure(system, config, expected, reader, phase_start, phase_end)
+    result = measure(system, config, expected, reader, phase_start, phase_end, capacity.ba_rps)
     for tenant, waits in queue_wait.items():
-        result[tenant].update(waits)
+        if tenant in result:
+            result[tenant].update(waits)
+    for tenant, per_stage in stages.items():
+        if tenant in result:
+            result[tenant]["stages"] = per_stage
     return result
 
 
@@ -489,34 +598,105 @@ def free_port() -> int:
         return port
 
 
-def scheduler_queue_wait(port: int) -> dict[str, dict[str, float | None]]:
-    """Per tenant, p50 and p99 of the wait in the worker's scheduler queues (whole run, warm-up included).
+#: The worker's stage histograms, in the order a record meets them (see cadenza/schemas/METRICS.md):
+#: source fetch, scheduler queue wait, run, repartition hop, window close wait, produce acknowledgement.
+STAGES: dict[str, str] = {
+    "fetch": "cadenza_fetch_latency_seconds",
+    "queue_wait": "cadenza_queue_wait_seconds",
+    "run": "cadenza_run_time_seconds",
+    "repartition_hop": "cadenza_repartition_hop_seconds",
+    "window_close_wait": "cadenza_window_close_wait_seconds",
+    "produce_ack": "cadenza_produce_ack_seconds",
+}
+Buckets = dict[tuple[str, str], dict[float, float]]  # (stage, tenant) -> upper bound -> cumulative count
 
-    Read from the worker's own ``cadenza_queue_wait_seconds`` histogram, so each is the upper bound of
-    the bucket the quantile falls in. Set beside the end-to-end latency it tells how much of a tenant's
-    latency the scheduler controls: the rest is spent fetching, producing and crossing the broker.
-    """
+
+def scrape(port: int) -> str:
+    """The worker's /metrics text, or "" if it does not answer."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            text = response.read().decode()
+            text: str = response.read().decode()
+            return text
     except OSError:
-        return {}
-    buckets: dict[str, dict[float, float]] = {}
+        return ""
+
+
+def stage_buckets(text: str) -> Buckets:
+    """Per stage and tenant, the cumulative bucket counts summed over the tenant's operators."""
+    by_metric = {f"{metric}_bucket{{": stage for stage, metric in STAGES.items()}
+    buckets: Buckets = {}
     for line in text.splitlines():
-        if not line.startswith("cadenza_queue_wait_seconds_bucket{"):
+        stage = next((name for prefix, name in by_metric.items() if line.startswith(prefix)), None)
+        if stage is None:
             continue
         labels, value = line.rsplit(" ", 1)
         fields = dict(part.split("=", 1) for part in labels[labels.index("{") + 1 : -1].split(","))
         tenant = fields["tenant"].strip('"')
         bound = float(fields["le"].strip('"'))
-        per_tenant = buckets.setdefault(tenant, {})
-        per_tenant[bound] = per_tenant.get(bound, 0.0) + float(value)
+        per = buckets.setdefault((stage, tenant), {})
+        per[bound] = per.get(bound, 0.0) + float(value)
+    return buckets
+
+
+def stage_percentiles(before: Buckets, after: Buckets) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Per tenant and stage, p50 and p99 (ms) and the count of what was observed between two scrapes.
+
+    The measured phase only: the scrape taken when it starts is subtracted from the one at its end.
+    A quantile is interpolated inside its bucket as Prometheus' ``histogram_quantile`` does; the
+    queue wait and run time of a tenant pool every operator it has (LS's records queue and run twice:
+    before and after the repartition).
+    """
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for (stage, tenant), cumulative in after.items():
+        base = before.get((stage, tenant), {})
+        delta = {bound: count - base.get(bound, 0.0) for bound, count in cumulative.items()}
+        total = delta.get(math.inf, 0.0)
+        if total <= 0:
+            continue
+        out.setdefault(tenant, {})[stage] = {
+            "p50_ms": histogram_quantile(delta, 0.5),
+            "p99_ms": histogram_quantile(delta, 0.99),
+            "count": total,
+        }
+    return out
+
+
+def histogram_quantile(cumulative: dict[float, float], q: float) -> float | None:
+    """Quantile ``q`` (ms) of a histogram given as cumulative counts per upper bound (``inf`` last),
+    linear inside the bucket it falls in; the largest finite bound if it falls in the ``+Inf`` one."""
+    bounds = sorted(cumulative)
+    total = cumulative.get(math.inf, cumulative[bounds[-1]] if bounds else 0.0)
+    if not bounds or total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound in bounds:
+        count = cumulative[bound]
+        if count >= rank:
+            if math.isinf(bound):
+                return round(lower * 1000, 3)
+            inside = count - below
+            share = (rank - below) / inside if inside > 0 else 1.0
+            return round((lower + (bound - lower) * share) * 1000, 3)
+        lower, below = bound, count
+    return round(lower * 1000, 3)
+
+
+def scheduler_queue_wait(text: str) -> dict[str, dict[str, float | None]]:
+    """Per tenant, p50 and p99 of the wait in the worker's scheduler queues (whole run, warm-up included).
+
+    Read from the worker's own ``cadenza_queue_wait_seconds`` histogram, so each is the upper bound of
+    the bucket the quantile falls in. Set beside the end-to-end latency it tells how much of a tenant's
+    latency the scheduler controls: the rest is spent fetching, producing and crossing the broker
+    (``stages`` in the JSON breaks that down).
+    """
     return {
         tenant: {
             "queue_wait_p50_ms": _bucket_quantile(cumulative, 0.5),
             "queue_wait_p99_ms": _bucket_quantile(cumulative, 0.99),
         }
-        for tenant, cumulative in buckets.items()
+        for (stage, tenant), cumulative in stage_buckets(text).items()
+        if stage == "queue_wait"
     }
 
 
@@ -537,6 +717,7 @@ def measure(  # noqa: PLR0917
     reader: Outputs,
     phase_start: float,
     phase_end: float,
+    calibrated_rps: float,
 ) -> dict[str, Any]:
     ls_latencies: list[float] = []
     ls_records = 0
@@ -555,6 +736,7 @@ def measure(  # noqa: PLR0917
         ls_latencies.append(out.timestamp - float(out.value["window_end"]))
     ba_latencies: list[float] = []
     seen_ids: set[int] = set()
+    ba_done: list[float] = []
     for out in reader.ba:
         job = int(out.value.get("id", -1))
         sent = expected.ba_ids.get(job)
@@ -565,8 +747,18 @@ def measure(  # noqa: PLR0917
             continue
         seen_ids.add(job)
         ba_latencies.append(out.timestamp - sent)
+        ba_done.append(out.timestamp)
     seconds = phase_end - phase_start
+    sustained = sustained_rate(list(expected.ba_ids.values()), ba_done, SATURATED_BACKLOG_S * calibrated_rps)
+    input_seconds = max(expected.ba_ids.values(), default=phase_start) - phase_start
+    load = actual_load(
+        config.load,
+        len(expected.ba_ids) / input_seconds if input_seconds > 0 else 0.0,
+        sustained,
+        calibrated_rps,
+    )
     return {
+        "load": load,
         "LS": tenant_stats(
             ls_latencies, len(expected.ls_windows), config.ls_target, ls_records, seconds, ls_wrong
         ),
@@ -730,8 +922,8 @@ def run_benchmark(
                     progress(f"  {system} failed: {exc}")
     systems = {system: median_run(entries) for system, entries in runs.items() if entries}
     for entry in systems.values():
-        for tenant in entry.values():
-            tenant.pop("latencies_ms", None)
+        for tenant in TENANTS:
+            entry[tenant].pop("latencies_ms", None)
     result: dict[str, Any] = {
         "benchmark": "s1_multi_tenant_burst",
         "systems": systems,
@@ -749,7 +941,10 @@ def run_benchmark(
 def strip_latencies(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
     return {
         system: [
-            {t: {k: v for k, v in stats.items() if k != "latencies_ms"} for t, stats in run.items()}
+            {
+                t: {k: v for k, v in stats.items() if k != "latencies_ms"} if t in TENANTS else stats
+                for t, stats in run.items()
+            }
             for run in entries
         ]
         for system, entries in runs.items()
@@ -784,7 +979,25 @@ def median_run(entries: list[dict[str, Any]]) -> dict[str, Any]:
             waits = [s[key] for s in stats if s.get(key) is not None]
             if waits:
                 row[key] = statistics.median(waits)
+        stages: dict[str, dict[str, float]] = {}
+        for stage in STAGES:
+            for key in ("p50_ms", "p99_ms"):
+                values = [
+                    s["stages"][stage][key]
+                    for s in stats
+                    if stage in s.get("stages", {}) and s["stages"][stage][key] is not None
+                ]
+                if values:
+                    stages.setdefault(stage, {})[key] = statistics.median(values)
+        if stages:
+            row["stages"] = stages
         merged[tenant] = row
+    loads = [entry["load"] for entry in entries if "load" in entry]
+    if loads:
+        merged["load"] = {
+            "actual": [load["actual"] for load in loads],
+            "overloaded": [load["overloaded"] for load in loads],
+        }
     return merged
 
 
@@ -800,7 +1013,8 @@ def plot(runs: dict[str, list[dict[str, Any]]], config: S1Config, path: Path) ->
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     systems = [s for s in runs if runs[s]]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+    fig, grid = plt.subplots(2, 3, figsize=(17, 10))
+    axes = grid[0]
     for ax, tenant, target in ((axes[0], "LS", config.ls_target), (axes[1], "BA", config.ba_target)):
         for system in systems:
             latencies = sorted(runs[system][len(runs[system]) // 2][tenant]["latencies_ms"])
@@ -822,23 +1036,100 @@ def plot(runs: dict[str, list[dict[str, Any]]], config: S1Config, path: Path) ->
     axes[2].set_ylim(0, 1.05)
     axes[2].set_title("deadline met (share of expected results)")
     axes[2].legend()
+    merged = {system: median_run(runs[system]) for system in systems}
+    plot_stages(grid[1][0], merged, "LS")
+    plot_stages(grid[1][1], merged, "BA")
+    plot_loads(grid[1][2], runs, config)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     print(f"wrote {path}")
 
 
+def plot_stages(ax: Any, merged: dict[str, dict[str, Any]], tenant: str) -> None:
+    """Per system, a bar stacking the p99 of each stage of ``tenant``, with its end-to-end p99 marked.
+
+    p99s do not add up exactly (the slowest records of one stage are not those of the next), so the
+    stack shows where the tail is spent, not the end-to-end p99: that is the black tick.
+    """
+    palette = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+    colors = dict(zip(STAGES, palette, strict=True))
+    shown: set[str] = set()
+    for x, entry in enumerate(merged.values()):
+        bottom = 0.0
+        for stage, values in entry[tenant].get("stages", {}).items():
+            height = values.get("p99_ms") or 0.0
+            ax.bar(
+                x, height, 0.6, bottom=bottom, color=colors[stage], label=None if stage in shown else stage
+            )
+            shown.add(stage)
+            bottom += height
+        e2e = entry[tenant].get("p99_ms")
+        if e2e is not None:
+            ax.plot([x - 0.35, x + 0.35], [e2e, e2e], color="black", linewidth=2)
+    ax.set_xticks(range(len(merged)), list(merged))
+    ax.set_ylabel("ms")
+    ax.set_title(f"{tenant}: p99 of each stage, stacked (black: end-to-end p99)")
+    if shown:
+        ax.legend(fontsize=8)
+
+
+def plot_loads(ax: Any, runs: dict[str, list[dict[str, Any]]], config: S1Config) -> None:
+    """The load each repetition actually ran at; red: the machine lost capacity (``overloaded``)."""
+    systems = [s for s in runs if runs[s]]
+    for x, system in enumerate(systems):
+        for entry in runs[system]:
+            load = entry.get("load", {})
+            if load.get("actual") is not None:
+                ax.scatter(x, load["actual"], color="red" if load["overloaded"] else "black")
+    ax.axhline(config.load, color="grey", linestyle="--", label="requested")
+    ax.set_xticks(range(len(systems)), systems)
+    ax.set_title("BA load per repetition (input / capacity sustained)")
+    ax.legend(fontsize=8)
+
+
+#: The share of expected results within target at which a tenant counts as having met its target
+#: (the benchmark issue's goal).
+MET_GOAL = 0.99
+
+
+def verdict(row: dict[str, Any], goal: float = MET_GOAL) -> str:
+    """One plain phrase on whether a tenant met its target: what a reader of a table wants first."""
+    met = row.get("deadline_met_ratio")
+    target = row.get("target_ms")
+    if met is None:
+        return "no results expected"
+    missing = row.get("results_expected", 0) - row.get("results", 0)
+    if met >= goal:
+        return f"MET: {met:.0%} within {target:,} ms"
+    why = f", {missing:,.0f} missing" if missing > 0 else ""
+    return f"MISSED: {met:.0%} within {target:,} ms (goal {goal:.0%}{why})"
+
+
 def format_table(result: dict[str, Any]) -> str:
     lines = [
         f"{'system':8s} {'LS p99 ms':>10s} {'LS met':>7s} {'BA p99 ms':>10s} {'BA met':>7s} {'BA rec/s':>9s} "
-        f"{'LS wait p99 ms':>15s}"
+        f"{'LS wait p99 ms':>15s}  load per repetition"
     ]
+    overloaded = False
     for system, entry in result["systems"].items():
         ls, ba = entry["LS"], entry["BA"]
+        load = entry.get("load", {})
+        cells = [
+            ("-" if actual is None else f"{actual:.2f}") + (" OVERLOADED" if over else "")
+            for actual, over in zip(load.get("actual", []), load.get("overloaded", []), strict=True)
+        ]
+        overloaded = overloaded or any(load.get("overloaded", []))
         lines.append(
             f"{system:8s} {_fmt(ls['p99_ms']):>10s} {_ratio(ls['deadline_met_ratio']):>7s} "
             f"{_fmt(ba['p99_ms']):>10s} {_ratio(ba['deadline_met_ratio']):>7s} "
-            f"{_fmt(ba['throughput_rps']):>9s} {_fmt(ls.get('queue_wait_p99_ms')):>15s}"
+            f"{_fmt(ba['throughput_rps']):>9s} {_fmt(ls.get('queue_wait_p99_ms')):>15s}  "
+            f"{', '.join(cells) or '-'}"
+        )
+    if overloaded:
+        lines.append(
+            f"OVERLOADED: the machine sustained less than 1/{OVERLOAD_MARGIN:g} of the calibrated BA "
+            "capacity in that repetition; its figures measure the machine, not the system."
         )
     return "\n".join(lines)
 

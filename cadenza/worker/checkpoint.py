@@ -54,7 +54,18 @@ class Checkpoint:
     ``interval`` is the most seconds between commits while the buffer is busy (``commit_interval``).
     """
 
-    __slots__ = ("_counters", "inflight", "interval", "last", "offsets", "output", "record", "windows")
+    __slots__ = (
+        "_counters",
+        "dry_interval",
+        "inflight",
+        "interval",
+        "last",
+        "offsets",
+        "output",
+        "pending",
+        "record",
+        "windows",
+    )
 
     def __init__(self, counters: WorkerCounters, interval: float) -> None:
         self._counters = counters
@@ -69,12 +80,22 @@ class Checkpoint:
         self.record: Record | None = None
         #: ``time.monotonic()`` of the last commit.
         self.last = 0.0
+        #: Records ran or arrived since the last commit.
+        self.pending = False
+        #: Least time between two commits made because the buffer ran dry: a trickle of records runs
+        #: it dry after each one, and a commit (it waits for the producer) per record would hold the
+        #: loop. 0: commit whenever it runs dry.
+        self.dry_interval = 0.0
 
     def due(self, now: float, *, worked: bool, buffered: int) -> bool:
         """Whether to commit now: something to commit (records ran or were dead-lettered since the
         last commit, ``worked``, or a commit was deferred by a rebalance), and the buffer ran dry or
         the interval is up."""
-        return (worked or bool(self.offsets)) and (not buffered or now - self.last >= self.interval)
+        self.pending = pending = self.pending or worked
+        since = now - self.last
+        return (pending or bool(self.offsets)) and (
+            since >= self.interval or (not buffered and since >= self.dry_interval)
+        )
 
     def collect(self) -> dict[tuple[str, int], int]:
         """Move the offsets that became committable into the pending commit; returns them."""
@@ -103,6 +124,7 @@ class Checkpoint:
         if consumer is not None:
             self.offsets.commit(consumer)
         self.last = now = time.monotonic()
+        self.pending = False
         if self.record is not None:
             self.record("fault_tolerance", wall_started, wall_started + (now - started), None)
         self._counters.commit_ms += round((now - started) * 1000)

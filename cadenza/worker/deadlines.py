@@ -76,6 +76,7 @@ __all__ = [
     "WindowRelease",
     "WindowTiming",
     "close_function",
+    "first_close_after",
     "window_delay",
 ]
 
@@ -121,6 +122,28 @@ class WindowTiming:
     def release(self) -> WindowRelease:
         """A fresh tracker (it keeps state per partition, so each user needs its own)."""
         return WindowRelease(self.close, self.delay)
+
+    @classmethod
+    def of(cls, window_op: WindowOp) -> WindowTiming:
+        """The timing of a built window step (tests and benchmarks that hold one)."""
+        delay = window_delay(window_op)
+        return cls(close_function(window_op.assigner, delay), delay)
+
+    def first_close_after(self) -> Callable[[float], float]:
+        """``event time t -> the first close later than t``: the event time at which an input's
+        watermark releases its next window (a key_by sends its progress early then)."""
+        close, delay = self.close, self.delay
+
+        def release(event_time: float) -> float:
+            return close(event_time - delay)
+
+        return release
+
+
+def first_close_after(window_op: WindowOp) -> Callable[[float], float]:
+    """``event time t -> the first close of ``window_op`` later than t`` (see
+    :meth:`WindowTiming.first_close_after`)."""
+    return WindowTiming.of(window_op).first_close_after()
 
 
 class WindowRelease:
@@ -168,6 +191,7 @@ class TaskSchedule:
         "_same_pipeline",
         "_shared",
         "_shares",
+        "arrival",
         "from_source",
         "index",
         "keys",
@@ -210,6 +234,9 @@ class TaskSchedule:
         self.metrics = metrics
         #: When the task's (first) window's results are due, if it is windowed.
         self.window = window
+        #: Where the time from a fetched record's Kafka timestamp to its admission is observed: the
+        #: fetch stage for a source topic, the repartition hop for a repartition topic.
+        self.arrival = metrics.fetch_latency if self.from_source else metrics.repartition_hop
         #: For a windowed task read from a source topic: the close each record's deadline counts from
         #: (records from a repartition topic had it stamped by their key_by, see :class:`KeyByStamper`).
         self.release: WindowRelease | None = (

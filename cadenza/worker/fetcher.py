@@ -138,10 +138,16 @@ class Fetcher:
         serves the consumer's callbacks, waiting a little for acknowledgements to make room.
         """
         room = self.flow.room(buffered)
-        timeout = min(self.poll_timeout, 0.01) if pressure else 0.0 if buffered else self.poll_timeout
-        messages: list[Message] = self.consumer.consume(
-            min(self.batch_size, room) if room > 0 else 1, timeout
-        )
+        wanted = min(self.batch_size, room) if room > 0 else 1
+        consume = self.consumer.consume
+        if pressure:
+            pressed: list[Message] = consume(wanted, min(self.poll_timeout, 0.01))
+            return pressed
+        # consume(n, t) waits all of t unless n records come, so never wait for a batch to fill: take
+        # what the client holds, and with nothing queued anywhere wait for one record only.
+        messages: list[Message] = consume(wanted, 0.0)
+        if not messages and not buffered:
+            messages = consume(1, self.poll_timeout)
         return messages
 
     def regulate(self, buffered: int, queued: Queued, held: Collection[str], pressure: bool) -> None:

@@ -1,9 +1,14 @@
 """The produce stage: every record a worker writes (sinks, repartition, changelog, late, dead letter).
 
-One idempotent producer for everything. Its delivery callback is set once on the producer and asked
-to report failures only (``delivery.report.only.error``): a successful delivery then costs no Python
-call at all, and :meth:`Output.flush` still proves every record was acknowledged, because a flush
-returns only when each record was either acknowledged or reported failed.
+One idempotent producer for everything. Its delivery callback is set once on the producer.
+:meth:`Output.flush` proves every record was acknowledged, because a flush returns only when each
+record was either acknowledged or reported failed. A successful delivery of a record to a topic in
+``ack_latency`` (sink and repartition topics) is also timed there: librdkafka's own latency of the
+record, produce call to acknowledgement (``cadenza_produce_ack_seconds``). That costs one Python call
+per record on the thread that flushes (about a microsecond against the record's 15 or so, see
+``benchmarks/RESULTS.md``, hot path); with failures reported only
+(``delivery.report.only.error``, an earlier version) a success cost nothing, and nothing was known
+of the produce stage's share of a result's latency.
 
 A record larger than the producer's ``message.max.bytes`` is refused by ``produce()`` itself, before it
 is queued. :meth:`Output.produce` turns that refusal into :class:`RecordTooLargeError`, so the step that
@@ -28,6 +33,7 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from cadenza.errors import CadenzaError
 from cadenza.infra.kafka.clients import ClientErrors, make_producer
 from cadenza.infra.kafka.errors import DeliveryError, from_kafka_exception
+from cadenza.infra.metrics.prometheus import LatencyHistogram
 from cadenza.settings import KafkaSettings
 
 __all__ = ["OutHeaders", "Output", "ProducerLike", "RecordTooLargeError", "too_large"]
@@ -80,13 +86,13 @@ class Output:
         "_high",
         "_producer",
         "_timeout",
+        "ack_latency",
         "full_waits",
         "trace_header",
     )
 
     def __init__(self, settings: KafkaSettings, **overrides: Any) -> None:
         config: dict[str, Any] = {
-            "delivery.report.only.error": True,
             "on_delivery": self._on_delivery,
         }
         config.update(overrides)
@@ -108,6 +114,9 @@ class Output:
         #: With an activity trace on, ``(cadenza-trace, worker id)``: added to every record produced,
         #: so that the worker fetching it can record the message edge (see cadenza.analysis.kafka_trace).
         self.trace_header: tuple[str, bytes] | None = None
+        #: Per topic, the histogram its records' produce-to-acknowledgement seconds go to (set by plan
+        #: assembly for sink and repartition topics; other topics are not timed).
+        self.ack_latency: dict[str, LatencyHistogram] = {}
         self._failed = 0
         self._first_error: str | None = None
         self._producer: ProducerLike = producer
@@ -134,6 +143,11 @@ class Output:
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is None:
+            histogram = self.ack_latency.get(message.topic() or "")
+            if histogram is not None:
+                latency = message.latency()
+                if latency is not None:
+                    histogram.observe(latency)
             return
         self._failed += 1
         if self._first_error is None:

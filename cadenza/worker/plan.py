@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from confluent_kafka import Message
 
 from cadenza.infra.metrics.emitter import SpanEmitter
-from cadenza.infra.metrics.prometheus import OperatorMetrics, PrometheusExporter
+from cadenza.infra.metrics.prometheus import LatencyHistogram, OperatorMetrics, PrometheusExporter
 from cadenza.pipelines import PipelineGraph
 from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policy import SchedulingPolicy
@@ -96,8 +96,10 @@ class _Hooks:
         policy: SchedulingPolicy,
         exporter: PrometheusExporter,
         emitter: SpanEmitter | None,
+        output: Output,
     ) -> None:
         self.policy = policy
+        self.output = output
         self.exporter = exporter
         self.emitter = emitter
         #: (pipeline, input topic) -> the sub-topology reading it and its window timing.
@@ -127,22 +129,29 @@ class _Hooks:
 
     def key_by(
         self, graph: PipelineGraph, sub: SubTopology, node_id: str, topic: str
-    ) -> tuple[KeyByStamp | None, OperatorMetrics | None]:
+    ) -> tuple[KeyByStamp | None, OperatorMetrics | None, Callable[[float], float] | None]:
         metrics = self.exporter.operator(graph.tenant, graph.name, node_id)
+        self.output.ack_latency[topic] = metrics.produce_ack
         reader = self.readers.get((graph.name, topic))
         if reader is None:
-            return None, metrics
+            return None, metrics, None
         target, timing = reader
-        return KeyByStamper(self.policy, graph.name, target.entry, timing), metrics
+        release = None if timing is None else timing.first_close_after()
+        return KeyByStamper(self.policy, graph.name, target.entry, timing), metrics, release
 
     def sink(self, graph: PipelineGraph, sub: SubTopology, node_id: str) -> SinkStamp | None:
         timing = self.timing(graph, sub)
+        metrics = self.exporter.operator(graph.tenant, graph.name, node_id, sink=True)
+        self.output.ack_latency[str(graph.node(node_id).parameters["topic"])] = metrics.produce_ack
         return SinkStamper(
             latency_target=graph.latency_target_s,
             delay=None if timing is None else timing.delay,
-            metrics=self.exporter.operator(graph.tenant, graph.name, node_id, sink=True),
+            metrics=metrics,
             emitter=self.emitter,
         )
+
+    def close_wait(self, graph: PipelineGraph, node_id: str) -> LatencyHistogram | None:
+        return self.exporter.operator(graph.tenant, graph.name, node_id).window_close_wait
 
 
 def assemble(
@@ -160,7 +169,7 @@ def assemble(
     clock: Callable[[], float] = time.monotonic,
 ) -> WorkerPlan:
     """Build every pipeline's tasks with their hooks, their schedules, and the routing tables."""
-    hooks = _Hooks(subtopologies, policy, exporter, emitter)
+    hooks = _Hooks(subtopologies, policy, exporter, emitter, output)
     owned: list[tuple[PipelineGraph, Task]] = []
     for graph, subs in subtopologies:
         tasks = build_tasks(

@@ -9,7 +9,10 @@ their schedules) and joins the group. Each :meth:`Worker.step`:
    buffer has room for (at most ``batch_size`` or a partition's share). A partition holding its fair
    share of the buffer is paused until it drained to half, so a burst is held back at the broker
    while other tenants' partitions keep flowing; if the buffer fills all the same, or the producer
-   pushes back (its local queue above its high mark), every partition is paused;
+   pushes back (its local queue above its high mark), every partition is paused. The fetch never
+   waits for a batch to fill (librdkafka's batch consume would wait out its whole timeout for one):
+   it takes what the client holds, and only with nothing queued anywhere waits up to
+   ``poll_timeout`` for the next single record;
 2. **decode and admit** (:meth:`Worker.admit`, the one place a record enters the scheduler): per
    record and per sub-topology reading its topic, a :class:`~cadenza.worker.unit.Unit` (or a dead
    letter) with a scheduling context (:mod:`cadenza.worker.deadlines`), queued in its
@@ -79,7 +82,7 @@ from cadenza.worker.decode import make_registry_client
 from cadenza.worker.executor import Executor, SchedKey
 from cadenza.worker.fetcher import Fetcher, FlowControl
 from cadenza.worker.inflight import Pending
-from cadenza.worker.operators.routing import KeyByOp
+from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.output import Output
 from cadenza.worker.plan import Decode, WorkerPlan, assemble
 from cadenza.worker.plans import GroupPlan, check_group_plan, groups_topic_spec
@@ -298,6 +301,8 @@ class Worker:
         self._keyed: list[KeyByOp] = []
         #: In-flight records, pending offsets, changelogged state: the one place commits happen.
         self._checkpoint = Checkpoint(self.counters, commit_interval)
+        # A trickle of records runs the buffer dry after each one: commit then at most every poll.
+        self._checkpoint.dry_interval = poll_timeout
         #: Pause and resume decisions (the fetcher applies them to the consumer once started).
         self._flow = FlowControl(max_buffered)
         #: Runs and measures quanta (the schedules, output and emitter are given to it at the start).
@@ -660,7 +665,7 @@ class Worker:
                 feedback.apply_pending(model)
         ran = self.run_for(self.run_slice)
         now = time.monotonic()
-        if self._keyed and now - self._last_progress >= self.progress_interval:
+        if self._keyed and progress_due(self._keyed, now - self._last_progress, self.progress_interval):
             self._broadcast_progress(now)
         if self._checkpoint.due(now, worked=bool(ran or messages), buffered=len(scheduler)):
             self.commit()
@@ -709,6 +714,9 @@ class Worker:
                 origin = unit.origin
                 if origin is None or unit.value is not None or not is_progress(origin):
                     schedule.metrics.consumed += 1
+                    stamp = message.timestamp()[1]  # stage: fetch, or the repartition hop
+                    if stamp > 0:
+                        schedule.arrival.observe(now - stamp / 1000.0)
             if progress is not None:
                 inflight.admitted(progress, offset, pending)
             units += pending[1] - holds

@@ -51,7 +51,7 @@ from cadenza.worker.topology import SubTopology, UnsupportedStepError, split, up
 from cadenza.worker.unit import Unit
 
 if TYPE_CHECKING:
-    from cadenza.infra.metrics.prometheus import OperatorMetrics
+    from cadenza.infra.metrics.prometheus import LatencyHistogram, OperatorMetrics
     from cadenza.worker.operators.routing import KeyByStamp, SinkStamp
 
 __all__ = ["OperatorHooks", "Task", "build_tasks"]
@@ -66,8 +66,13 @@ class OperatorHooks(Protocol):
 
     def key_by(
         self, graph: PipelineGraph, sub: SubTopology, node_id: str, topic: str
-    ) -> tuple[KeyByStamp | None, OperatorMetrics | None]:
-        """The context stamp for ``topic``'s reader and the step's series."""
+    ) -> tuple[KeyByStamp | None, OperatorMetrics | None, Callable[[float], float] | None]:
+        """The context stamp for ``topic``'s reader, the step's series, and ``event time -> the first
+        window close after it`` of the window reading ``topic`` (for early progress), if any."""
+        ...
+
+    def close_wait(self, graph: PipelineGraph, node_id: str) -> LatencyHistogram | None:
+        """Where a window step's close waits are observed."""
         ...
 
     def sink(self, graph: PipelineGraph, sub: SubTopology, node_id: str) -> SinkStamp | None:
@@ -239,8 +244,10 @@ class _Builder:
             topic = node.repartition_topic
             readers_need = any(s.input_topic == topic and s.needs_event_time for s in self.subtopologies)
             count = self.partitions.get(topic, 0) if self.partitions is not None and readers_need else 0
-            stamp, metrics = (
-                (None, None) if self.hooks is None else self.hooks.key_by(graph, self.sub, node_id, topic)
+            stamp, metrics, release = (
+                (None, None, None)
+                if self.hooks is None
+                else self.hooks.key_by(graph, self.sub, node_id, topic)
             )
             keyed = KeyByOp(
                 node_id,
@@ -252,6 +259,7 @@ class _Builder:
                 partitions=count,
                 stamp=stamp,
                 metrics=metrics,
+                release=release,
             )
             if count:
                 self.keyed.append(keyed)
@@ -309,6 +317,7 @@ class _Builder:
             idle_timeout=self.idle_timeout,
             clock=self.clock,
             inputs=self.sources_of(self.sub),
+            close_wait=None if self.hooks is None else self.hooks.close_wait(graph, node_id),
         )
         self.windows.append(window)
         return window

@@ -2,23 +2,41 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cadenza.demo.s1 import (
+    OVERLOAD_MARGIN,
+    STAGES,
+    WARMUP_FIRST_ID,
     Expectations,
     Output,
     S1Config,
     Send,
+    actual_load,
+    check_load,
     expectations,
     format_table,
+    histogram_quantile,
     measure,
     median_run,
     percentile,
     plan,
+    plot,
     quick_config,
+    stage_buckets,
+    stage_percentiles,
+    sustained_rate,
     tenant_stats,
+    verdict,
 )
+from cadenza.infra.metrics.names import LATENCY_BUCKETS
 
 
 def test_the_plan_is_seeded_ordered_and_keeps_the_mean_rates() -> None:
@@ -107,6 +125,162 @@ def test_a_warm_up_output_with_a_measured_jobs_id_is_not_that_jobs_result() -> N
             Output({"id": 1, "ts": 101.0, "score": 1}, 103.0),  # a duplicate counts once, first wins
         ]
     )
-    result = measure("fifo", S1Config(ba_target=1.0), expected, outputs, 99.0, 110.0)
+    result = measure("fifo", S1Config(ba_target=1.0), expected, outputs, 99.0, 110.0, 1000.0)
     assert result["BA"]["latencies_ms"] == [200.0, 500.0]
     assert result["BA"]["results"] == 2 and result["BA"]["deadline_met_ratio"] == 1.0
+
+
+def test_warm_up_jobs_do_not_share_ids_with_measured_ones() -> None:
+    # Shared ids made the measurement match measured jobs with warm-up results: negative latencies.
+    config = S1Config()
+    warm = plan(config, 500.0, 8.0, bursts=False, seed=1, first_id=WARMUP_FIRST_ID)
+    measured = plan(config, 500.0, 40.0, bursts=True, seed=2)
+    warm_ids = {s.value["id"] for s in warm if s.tenant == "BA"}
+    measured_ids = {s.value["id"] for s in measured if s.tenant == "BA"}
+    assert warm_ids and measured_ids
+    assert not warm_ids & measured_ids
+    assert min(measured_ids) == 0 and min(warm_ids) == WARMUP_FIRST_ID
+
+
+def _served(sent: list[float], rate: float) -> list[float]:
+    """Completion times of a single server running ``rate`` jobs per second, first come first served."""
+    done: list[float] = []
+    free = 0.0
+    for at in sorted(sent):
+        free = max(free, at) + 1.0 / rate
+        done.append(free)
+    return done
+
+
+def test_sustained_rate_is_the_service_rate_while_a_backlog_waits() -> None:
+    # A burst of 1000 jobs in the first second into a server of 200/s, then a trickle it keeps up with.
+    sent = [i / 1000 for i in range(1000)] + [6.0 + i / 50 for i in range(100)]
+    done = _served(sent, 200.0)
+    rate = sustained_rate(sent, done, backlog=50)
+    assert rate is not None
+    assert math.isclose(rate, 200.0, rel_tol=0.05)
+
+
+def test_sustained_rate_is_unknown_when_nothing_ever_queued() -> None:
+    sent = [i / 100 for i in range(1000)]  # 100/s into a server of 1000/s
+    assert sustained_rate(sent, _served(sent, 1000.0), backlog=50) is None
+    assert sustained_rate([], [], backlog=1) is None
+
+
+def test_actual_load_marks_a_repetition_that_lost_capacity() -> None:
+    normal = actual_load(0.75, input_rps=750.0, sustained_rps=1000.0, calibrated_rps=1000.0)
+    assert normal["actual"] == 0.75 and not normal["overloaded"]
+    slow = 1000.0 / OVERLOAD_MARGIN * 0.99  # just below what the margin allows
+    lost = actual_load(0.75, input_rps=750.0, sustained_rps=slow, calibrated_rps=1000.0)
+    assert lost["actual"] > 0.75 and lost["overloaded"]
+    kept = actual_load(
+        0.75, input_rps=750.0, sustained_rps=1000.0 / OVERLOAD_MARGIN * 1.01, calibrated_rps=1000.0
+    )
+    assert not kept["overloaded"]
+    # A burst-heavy draw brings more than the mean input: a higher load, but the machine kept up.
+    bursty = actual_load(0.75, input_rps=900.0, sustained_rps=1000.0, calibrated_rps=1000.0)
+    assert bursty["actual"] == 0.9 and not bursty["overloaded"]
+    # An overload the run asked for (--load 1.5) is not the machine's fault.
+    asked = actual_load(1.5, input_rps=1500.0, sustained_rps=1000.0, calibrated_rps=1000.0)
+    assert asked["actual"] == 1.5 and not asked["overloaded"]
+    unknown = actual_load(0.75, input_rps=750.0, sustained_rps=None, calibrated_rps=1000.0)
+    assert unknown["actual"] is None and not unknown["overloaded"]
+
+
+def test_the_table_shows_each_repetitions_load_and_says_overloaded() -> None:
+    stats = tenant_stats([0.1] * 10, expected=10, target=0.3, records=10, seconds=1.0)
+    loads = [
+        actual_load(0.75, 750.0, 1000.0, 1000.0),
+        actual_load(0.75, 750.0, 500.0, 1000.0),
+    ]
+    merged = median_run([{"LS": dict(stats), "BA": dict(stats), "load": load} for load in loads])
+    assert merged["load"] == {"actual": [0.75, 1.5], "overloaded": [False, True]}
+    table = format_table({"systems": {"fifo": merged}})
+    assert "0.75, 1.50 OVERLOADED" in table
+    assert "OVERLOADED:" in table
+
+
+@pytest.mark.parametrize("load", [0.0, -1.0, 10.0, math.nan])
+def test_check_load_refuses_nonsense(load: float) -> None:
+    with pytest.raises(ValueError, match="--load"):
+        check_load(load)
+    assert check_load(1.5) == 1.5
+
+
+def _exposition(metric: str, tenant: str, samples: list[float], operator: str = "op") -> list[str]:
+    """Prometheus text of a histogram of ``samples`` over the worker's buckets, as the worker exports it."""
+    counts = [0] * (len(LATENCY_BUCKETS) + 1)
+    for value in samples:
+        counts[bisect.bisect_left(LATENCY_BUCKETS, value)] += 1
+    lines, running = [], 0
+    for bound, count in zip((*LATENCY_BUCKETS, math.inf), counts, strict=True):
+        running += count
+        le = "+Inf" if math.isinf(bound) else repr(bound)
+        labels = f'tenant="{tenant}",pipeline="p",operator="{operator}",le="{le}"'
+        lines.append(f"{metric}_bucket{{{labels}}} {float(running)}")
+    return lines
+
+
+@given(
+    st.lists(st.floats(min_value=0.0, max_value=400.0), min_size=1, max_size=200),
+    st.sampled_from([0.5, 0.99]),
+)
+def test_histogram_quantile_lies_in_the_bucket_of_the_true_quantile(samples: list[float], q: float) -> None:
+    text = "\n".join(_exposition("cadenza_queue_wait_seconds", "LS", samples))
+    cumulative = stage_buckets(text)[("queue_wait", "LS")]
+    got = histogram_quantile(cumulative, q)
+    assert got is not None
+    true = percentile(samples, q)  # brute force: the sorted samples
+    assert true is not None
+    index = bisect.bisect_left(LATENCY_BUCKETS, true)
+    lower = 0.0 if index == 0 else LATENCY_BUCKETS[index - 1]
+    upper = LATENCY_BUCKETS[index] if index < len(LATENCY_BUCKETS) else LATENCY_BUCKETS[-1]
+    assert lower * 1000 - 1e-6 <= got <= upper * 1000 + 1e-6
+
+
+def test_stage_percentiles_count_only_the_measured_phase_and_pool_a_tenants_operators() -> None:
+    warm_up = [5.0] * 100  # slow warm-up: must not show
+    measured = [0.01] * 50
+    before = stage_buckets("\n".join(_exposition("cadenza_fetch_latency_seconds", "LS", warm_up)))
+    after_lines = (
+        _exposition("cadenza_fetch_latency_seconds", "LS", warm_up + measured)
+        + _exposition("cadenza_repartition_hop_seconds", "LS", [0.2] * 10, operator="window")
+        + _exposition("cadenza_run_time_seconds", "BA", [0.001] * 7, operator="a")
+        + _exposition("cadenza_run_time_seconds", "BA", [0.001] * 3, operator="b")
+        + ['cadenza_records_consumed_total{tenant="LS",pipeline="p",operator="op"} 3.0']
+    )
+    stages = stage_percentiles(before, stage_buckets("\n".join(after_lines)))
+    assert set(stages) == {"LS", "BA"}
+    assert stages["LS"]["fetch"]["count"] == 50
+    p99 = stages["LS"]["fetch"]["p99_ms"]
+    assert p99 is not None and 5.0 <= p99 <= 10.0  # the 10 ms bucket, not the warm-up's 5 s
+    assert stages["LS"]["repartition_hop"]["count"] == 10
+    assert stages["BA"]["run"]["count"] == 10  # both operators of the tenant
+    assert set(stages["BA"]) == {"run"}
+    assert set(STAGES) >= set(stages["LS"])
+
+
+def test_the_plot_draws_stages_and_loads(tmp_path: Path) -> None:
+    def run(actual: float, over: bool) -> dict[str, object]:
+        stats = tenant_stats([0.1, 0.2], expected=2, target=0.3, records=2, seconds=1.0)
+        stats["stages"] = {stage: {"p50_ms": 1.0, "p99_ms": 2.0, "count": 2.0} for stage in STAGES}
+        load = actual_load(0.75, 750.0, 750.0 / actual, 1000.0)
+        assert load["overloaded"] is over
+        return {"LS": stats, "BA": dict(stats), "load": load}
+
+    runs = {"fifo": [run(0.7, False)], "cameo": [run(0.8, False), run(1.2, True)], "faust": []}
+    merged = median_run(runs["cameo"])
+    assert merged["LS"]["stages"]["queue_wait"] == {"p50_ms": 1.0, "p99_ms": 2.0}
+    path = tmp_path / "s1.png"
+    plot(runs, S1Config(), path)
+    assert path.stat().st_size > 10_000
+
+
+def test_the_verdict_says_plainly_whether_the_target_was_met() -> None:
+    met = tenant_stats([0.1] * 100, expected=100, target=0.3, records=100, seconds=1.0)
+    assert verdict(met) == "MET: 100% within 300 ms"
+    missed = tenant_stats([0.1] * 90 + [0.5] * 5, expected=100, target=0.3, records=95, seconds=1.0)
+    assert verdict(missed) == "MISSED: 90% within 300 ms (goal 99%, 5 missing)"
+    late = tenant_stats([0.1] * 95 + [0.5] * 5, expected=100, target=0.3, records=100, seconds=1.0)
+    assert verdict(late) == "MISSED: 95% within 300 ms (goal 99%)"
+    assert verdict(tenant_stats([], expected=0, target=0.3, records=0, seconds=1.0)) == "no results expected"

@@ -31,6 +31,7 @@ __all__ = [
     "FEEDBACK_APPLIED",
     "FEEDBACK_REJECTED",
     "FEEDBACK_SUPERSEDED",
+    "FETCH_LATENCY",
     "KAFKA_CLIENT_ERRORS",
     "LATENCY_BUCKETS",
     "LATENCY_TARGET",
@@ -42,6 +43,7 @@ __all__ = [
     "PIPELINE_STOPPED",
     "POOL_DESIRED_WORKERS",
     "POOL_WORKERS",
+    "PRODUCE_ACK",
     "QUEUE_WAIT",
     "RECORDS_CONSUMED",
     "RECORDS_DEAD_LETTERED",
@@ -49,6 +51,7 @@ __all__ = [
     "RECORDS_PROCESSED",
     "RECORDS_PRODUCED",
     "RECORDS_QUARANTINED",
+    "REPARTITION_HOP",
     "RUN_TIME",
     "SPANS_DROPPED",
     "SPANS_PRODUCED",
@@ -56,6 +59,7 @@ __all__ = [
     "TRUE_OUTPUT_RATE",
     "TRUE_PROCESSING_RATE",
     "WATERMARK_IDLE_TIMEOUTS",
+    "WINDOW_CLOSE_WAIT",
     "WORKER_RESTARTS",
     "MetricDef",
     "MetricKind",
@@ -226,6 +230,56 @@ E2E_LATENCY = MetricDef(
 )
 """Observed at sink operators only: result emitted minus ``t_F`` (the arrival of the input it depends
 on, or the window's expected close), the latency a pipeline's target ``L`` bounds."""
+
+# -- where a record's latency goes, stage by stage ---------------------------------------------------
+
+FETCH_LATENCY = MetricDef(
+    "cadenza_fetch_latency_seconds",
+    _H,
+    "Seconds from a source record's Kafka timestamp to its entering the worker's scheduler.",
+    _TPO,
+    LATENCY_BUCKETS,
+)
+"""Observed at the operator a source record is handed to: the producer's linger and acknowledgement,
+the broker, the consumer's fetch wait and the records queued before it in the client. Measured
+against the record's timestamp (CreateTime unless the topic stamps LogAppendTime), so a producer
+whose clock is off shifts it. Exported once observed."""
+
+REPARTITION_HOP = MetricDef(
+    "cadenza_repartition_hop_seconds",
+    _H,
+    "Seconds from a key_by writing a record to its repartition topic to the record entering a scheduler.",
+    _TPO,
+    LATENCY_BUCKETS,
+)
+"""Observed at the operator reading the repartition topic: the upstream producer's linger and
+acknowledgement, the broker and this worker's fetch, the second crossing of Kafka a repartition
+costs. Progress records are not counted. Exported once observed."""
+
+PRODUCE_ACK = MetricDef(
+    "cadenza_produce_ack_seconds",
+    _H,
+    "Seconds from producing a sink or repartition record to the broker acknowledging it.",
+    _TPO,
+    LATENCY_BUCKETS,
+)
+"""Labelled with the sink or key_by that produced the record (a key_by's progress records count too):
+librdkafka's own measure of the record's time in the producer (linger, batching, the request and its
+acknowledgement). Exported once observed."""
+
+WINDOW_CLOSE_WAIT = MetricDef(
+    "cadenza_window_close_wait_seconds",
+    _H,
+    "Seconds from a window's end plus out-of-orderness and lateness, as wall-clock time, to its closing.",
+    _TPO,
+    LATENCY_BUCKETS,
+)
+"""Observed at window steps per result: how long the watermark took to pass a window after the
+earliest wall-clock moment it could have (its end plus ``max_out_of_orderness`` and the allowed
+lateness). Meaningful when event time is wall-clock time (sources that stamp records as they send
+them); a backlog of old records observes large values and a source ahead of the clock none. Time
+spent here is waiting for the slowest input partition (or its progress record). Exported once
+observed."""
 
 LATENCY_TARGET = MetricDef(
     "cadenza_latency_target_seconds",
@@ -425,6 +479,10 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     QUEUE_WAIT,
     RUN_TIME,
     E2E_LATENCY,
+    FETCH_LATENCY,
+    REPARTITION_HOP,
+    PRODUCE_ACK,
+    WINDOW_CLOSE_WAIT,
     LATENCY_TARGET,
     BUFFERED_RECORDS,
     PARTITION_BUFFERED_RECORDS,

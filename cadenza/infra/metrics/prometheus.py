@@ -109,13 +109,17 @@ class OperatorMetrics:
         "deadlines_met",
         "deadlines_missed",
         "e2e_latency",
+        "fetch_latency",
         "labels",
         "late",
         "processed",
+        "produce_ack",
         "produced",
         "queue_wait",
+        "repartition_hop",
         "run_time",
         "sink",
+        "window_close_wait",
     )
 
     def __init__(self, tenant: str, pipeline: str, operator: str, *, sink: bool = False) -> None:
@@ -134,6 +138,11 @@ class OperatorMetrics:
         self.queue_wait = LatencyHistogram(names.QUEUE_WAIT.buckets)
         self.run_time = LatencyHistogram(names.RUN_TIME.buckets)
         self.e2e_latency = LatencyHistogram(names.E2E_LATENCY.buckets)
+        # Stages of a record's latency, each observed where it ends (see names.py).
+        self.fetch_latency = LatencyHistogram(names.FETCH_LATENCY.buckets)
+        self.repartition_hop = LatencyHistogram(names.REPARTITION_HOP.buckets)
+        self.produce_ack = LatencyHistogram(names.PRODUCE_ACK.buckets)
+        self.window_close_wait = LatencyHistogram(names.WINDOW_CLOSE_WAIT.buckets)
 
     def record_run(self, queue_wait: float, run_time: float) -> None:
         """One execution: ``cadenza_records_processed`` and the queue-wait and run-time histograms."""
@@ -183,9 +192,18 @@ _OPERATOR_HISTOGRAMS: tuple[tuple[MetricDef, str, bool], ...] = (
     (names.RUN_TIME, "run_time", False),
     (names.E2E_LATENCY, "e2e_latency", True),
 )
+# The stage histograms: only the operators at which a stage ends observe it, so each series is
+# exported once it has an observation.
+_STAGE_HISTOGRAMS: tuple[tuple[MetricDef, str], ...] = (
+    (names.FETCH_LATENCY, "fetch_latency"),
+    (names.REPARTITION_HOP, "repartition_hop"),
+    (names.PRODUCE_ACK, "produce_ack"),
+    (names.WINDOW_CLOSE_WAIT, "window_close_wait"),
+)
 _OPERATOR_METRICS = frozenset(
     [m for m, _, _ in _OPERATOR_COUNTERS]
     + [m for m, _, _ in _OPERATOR_HISTOGRAMS]
+    + [m for m, _ in _STAGE_HISTOGRAMS]
     + [names.RECORDS_DEAD_LETTERED]
 )
 
@@ -227,6 +245,14 @@ class _OperatorCollector:
                     continue
                 buckets, total = histogram.cumulative()
                 histogram_family.add_metric(ops.labels, buckets, total)
+            yield histogram_family
+        for metric, attribute in _STAGE_HISTOGRAMS:
+            histogram_family = HistogramMetricFamily(metric.name, metric.help, labels=metric.labels)
+            for ops in operators:
+                histogram = getattr(ops, attribute)
+                if any(histogram.counts):
+                    buckets, total = histogram.cumulative()
+                    histogram_family.add_metric(ops.labels, buckets, total)
             yield histogram_family
 
 

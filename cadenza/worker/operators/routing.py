@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -33,9 +33,30 @@ from cadenza.worker.wire import (
     pack_progress,
 )
 
-__all__ = ["KeyByOp", "KeyByStamp", "SinkOp", "SinkStamp"]
+__all__ = ["URGENT_PROGRESS_SHARE", "KeyByOp", "KeyByStamp", "SinkOp", "SinkStamp", "progress_due"]
 
 _NEG_INF = -math.inf
+_INF = math.inf
+
+#: An urgent progress broadcast (see :func:`progress_due`) waits at least this share of the interval
+#: after the previous one, so that a backlog crossing a window per record does not send progress
+#: after every run slice.
+URGENT_PROGRESS_SHARE = 0.2
+
+
+def progress_due(keyed: Sequence[KeyByOp], elapsed: float, interval: float) -> bool:
+    """Whether the worker should send progress records now, ``elapsed`` seconds after the last time.
+
+    Every ``interval``, and sooner (at most every ``URGENT_PROGRESS_SHARE * interval``) when a key_by
+    was handed a record that moves its input partition past the next window close downstream: the
+    repartition partitions that did not get that record can close the window only once they hear of
+    it, and the rest of the interval would add up to that much to the window's result. What the
+    progress records say does not change, only when they are sent, so results do not either.
+    """
+    if elapsed >= interval:
+        return True
+    return elapsed >= interval * URGENT_PROGRESS_SHARE and any(op.urgent for op in keyed)
+
 
 KeyByStamp = Callable[[SchedulingContext, Unit, float, Any], bytes]
 """``(context in, unit, event time, value) -> cadenza-ctx`` for the sub-topology reading the
@@ -59,6 +80,7 @@ class KeyByOp(Operator):
     """
 
     __slots__ = (
+        "_due",
         "_last",
         "_progress",
         "_sent",
@@ -69,8 +91,10 @@ class KeyByOp(Operator):
         "metrics",
         "output",
         "partitions",
+        "release",
         "stamp",
         "topic",
+        "urgent",
     )
 
     def __init__(
@@ -85,6 +109,7 @@ class KeyByOp(Operator):
         partitions: int = 0,
         stamp: KeyByStamp | None = None,
         metrics: OperatorMetrics | None = None,
+        release: Callable[[float], float] | None = None,
     ) -> None:
         super().__init__(node_id)
         self.fn = fn
@@ -103,6 +128,16 @@ class KeyByOp(Operator):
         self.stamp = stamp
         #: This step's Prometheus series: repartition records count as produced.
         self.metrics = metrics
+        #: ``event time -> the first window close after it`` of the window reading ``topic``, given by
+        #: plan assembly; None: no window downstream, progress only on the timer.
+        self.release = release
+        #: Per input partition, the event time from which its progress releases the next window
+        #: downstream (known once its progress was sent).
+        self._due: dict[int, float] = {}
+        #: A record handed here since the last progress moved an input partition past its ``_due``: a
+        #: window downstream may be waiting for this progress alone, so it should go out now (see
+        #: :func:`progress_due`), not at the end of the interval.
+        self.urgent = False
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         if self.partitions:
@@ -110,6 +145,8 @@ class KeyByOp(Operator):
             progress = self._progress
             if event_time > progress.get(unit.partition, _NEG_INF):
                 progress[unit.partition] = event_time
+                if event_time >= self._due.get(unit.partition, _INF):
+                    self.urgent = True
         seq = self._seq + 1 if unit is self._last else 0
         try:
             new_key = self.fn(value)
@@ -150,11 +187,15 @@ class KeyByOp(Operator):
         first).
         """
         sent = self._sent
+        release = self.release
+        self.urgent = False
         written = 0
         for upstream, event_time in self._progress.items():
             if event_time <= sent.get(upstream, _NEG_INF):
                 continue
             sent[upstream] = event_time
+            if release is not None:
+                self._due[upstream] = release(event_time)
             headers: OutHeaders = [(PROGRESS_HEADER, pack_progress(upstream, event_time))]
             for partition in range(self.partitions):
                 self.output.produce(self.topic, None, None, headers, partition)

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from cadenza.infra.metrics.prometheus import LatencyHistogram
 from cadenza.operators import (
     Aggregate,
     HoppingWindows,
@@ -119,7 +120,7 @@ class _Partition:
 
 
 class WindowOp(StatefulOperator):
-    __slots__ = ("aggregator", "assigner", "closed_end", "inputs", "lateness")
+    __slots__ = ("aggregator", "assigner", "close_wait", "closed_end", "inputs", "lateness")
 
     def __init__(
         self,
@@ -137,6 +138,7 @@ class WindowOp(StatefulOperator):
         idle_timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         inputs: tuple[int, ...] | None = (0,),
+        close_wait: LatencyHistogram | None = None,
     ) -> None:
         super().__init__(
             node_id,
@@ -158,6 +160,9 @@ class WindowOp(StatefulOperator):
         # not on a partition's first record.
         WindowedAggregation(self.assigner, self.aggregator)
         self.closed_end = isinstance(spec, Sliding)
+        #: Where each result's close wait goes (``cadenza_window_close_wait_seconds``):
+        #: wall-clock seconds from the window's end plus ``delay`` to its closing; None: not measured.
+        self.close_wait = close_wait
         self.lateness = allowed_lateness
         self.partitions: dict[int, _Partition] = {}
 
@@ -301,6 +306,11 @@ class WindowOp(StatefulOperator):
         following = self.next
         closed_end = self.closed_end
         self.counters.window_results += len(results)
+        close_wait = self.close_wait
+        if close_wait is not None:
+            closes = time.time() - self.lateness - self.max_out_of_orderness
+            for result in results:
+                close_wait.observe(closes - result.window.end)
         for result in results:
             window = result.window
             following.process(unit, result.key, result.result, result_event_time(window, closed_end), window)
