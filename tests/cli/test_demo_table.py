@@ -6,14 +6,13 @@ from __future__ import annotations
 import pytest
 
 from cadenza.cli import demo
-from cadenza.cli.bench import load_benchmark
+from cadenza.demo import s1
 
 
 def test_the_table_says_met_or_missed_and_warns_about_an_overloaded_run(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "220")
-    s1 = load_benchmark("bench_s1")
 
     def run(latencies: list[float], sustained: float) -> dict[str, object]:
         ls = s1.tenant_stats(latencies, expected=100, target=0.3, records=100, seconds=10.0)
