@@ -77,10 +77,17 @@ def test_a_slowed_worker_ranks_first_among_stragglers(
         trace = trace_of(late, activities)
     kinds = {a.kind for a in trace}
     assert {"processing", "waiting"} <= kinds
-    # Windows of 0.25 s while the slow worker works through its 400 x 4 ms (from its first record on:
-    # before, it waited, and a wait cuts every path through a timeline).
-    begin = min(a.start for a in trace if a.worker == "slow" and a.kind == "processing")
-    summaries = window_summaries(trace, begin, min(finished, begin + 1.0), 0.25, workers=["slow", "fast"])
+    # Windows of 0.25 s while the slow worker works through its 400 x 4 ms, from the end of its last
+    # wait before that stretch: a wait cuts every path through a timeline, and an idle worker takes
+    # the first record that comes without waiting for the rest, so it may wait once more after it.
+    slow_runs = sorted(a.start for a in trace if a.worker == "slow" and a.kind == "processing")
+    middle = slow_runs[len(slow_runs) // 2]
+    begin = max(
+        [a.end for a in trace if a.worker == "slow" and a.kind == "waiting" and a.end <= middle],
+        default=slow_runs[0],
+    )
+    assert begin + 1.0 < finished, "the slow worker was not busy for a whole second"
+    summaries = window_summaries(trace, begin, begin + 1.0, 0.25, workers=["slow", "fast"])
     assert summaries
     for s in summaries:
         assert top(s.by_worker, 1)[0][0] == "slow", s.by_worker
@@ -96,10 +103,13 @@ def test_a_cpu_heavy_operator_ranks_first(kafka_settings: KafkaSettings, new_top
         [heavy, light], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}", activities_topic=activities
     )
     n = 300
+    # A backlog: the worker finds every record there when it starts, so once it has begun it never
+    # waits for more (an idle worker takes the first record that comes, and a wait between two runs
+    # would cut the only timeline's every path).
+    started = time.time()
+    produce(kafka_settings, light_in, items(n))
+    produce(kafka_settings, heavy_in, items(n))
     with reading(kafka_settings, [sink]) as reader, running(worker):
-        started = time.time()
-        produce(kafka_settings, light_in, items(n))
-        produce(kafka_settings, heavy_in, items(n))
         reader.wait_for(lambda got: len(got[sink]) >= 2 * n, timeout=60, what="all outputs")
         finished = time.time()
     with reading(kafka_settings, [activities]) as late:
@@ -153,8 +163,11 @@ def test_records_handed_between_workers_become_message_edges(
     assert messages and all(a.topic is not None and a.topic != source for a in messages)
     assert {(a.worker, a.to_worker) for a in messages} & {("one", "two"), ("two", "one")}
     assert all(0.0 <= a.end - a.start < 30.0 for a in messages)
-    # One window from the first send to the last arrival: the hop is on its critical paths.
-    begin, end = min(a.start for a in messages), max(a.end for a in messages)
-    (summary,) = window_summaries(trace, begin, end, end - begin)
+    # The window of the slowest hop between the two workers, from its send to its arrival: the hop
+    # is a path across it, whatever the two workers did (or waited for) meanwhile.
+    hop = max((a for a in messages if a.worker != a.to_worker), key=lambda a: a.end - a.start)
+    assert hop.end > hop.start
+    (summary,) = window_summaries(trace, hop.start, hop.end, hop.end - hop.start)
     assert summary.paths > 0
-    assert max(summary.by_channel.values()) > 0, summary.by_channel
+    channel = next(c for c in summary.by_channel if c.startswith(f"{hop.worker} -> {hop.to_worker} "))
+    assert summary.by_channel[channel] > 0, summary.by_channel
