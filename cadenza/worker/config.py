@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -100,6 +100,21 @@ class WorkerConfig(BaseSettings):
         "package.module:factory path of a store factory.",
     )
     state_dir: Path | None = _field(None, "Directory of the rocksdb state store.")
+
+    @field_validator("state_store")
+    @classmethod
+    def _store_spec(cls, value: str) -> str:
+        """The form is checked with the other settings; the factory is imported when the worker starts
+        (:func:`cadenza.state.store_factory`), which names a module or attribute it cannot find."""
+        spec = value.strip()
+        module, colon, attribute = spec.partition(":")
+        if spec in ("memory", "rocksdb") or (colon and module.strip() and attribute.strip()):
+            return spec
+        raise ValueError(
+            f"unknown state store {spec!r}; use memory, rocksdb, or 'package.module:factory' for a "
+            "store factory of your own"
+        )
+
     spans_topic: str | None = _field(None, "Send sampled per-operator spans to this topic.")
     span_sample_ratio: float = _field(0.01, "Share of traces sent to the spans topic.", gt=0.0, le=1.0)
     feedback_topic: str | None = _field(None, "Read cost statistics of the stats job from this topic.")
