@@ -389,8 +389,9 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[index]
 
 
-#: A repetition in which BA sustained less than the calibrated capacity divided by this (the machine
-#: lost more than a fifth of it mid-run, to other processes) is marked ``overloaded``.
+#: A repetition in which BA sustained less than the calibrated capacity divided by this is marked
+#: ``overloaded``: more than a fifth of the capacity measured under fifo was lost mid-run, to other
+#: processes or to the policy's own cost per record, so it did not run at the load asked for.
 OVERLOAD_MARGIN = 1.25
 #: BA is taken as running flat out while this many seconds of its calibrated capacity were waiting.
 SATURATED_BACKLOG_S = 0.25
@@ -440,9 +441,9 @@ def sustained_rate(
 def actual_load(
     requested: float, input_rps: float, sustained_rps: float | None, calibrated_rps: float
 ) -> dict[str, Any]:
-    """The load a repetition ran at (input rate over the capacity it sustained), and whether the
-    machine lost capacity mid-run (``overloaded``: BA sustained less than the calibrated capacity
-    over ``OVERLOAD_MARGIN``, so the result says more about the machine than about the system).
+    """The load a repetition ran at (input rate over the capacity it sustained), and whether it lost
+    capacity mid-run (``overloaded``: BA sustained less than the calibrated capacity over
+    ``OVERLOAD_MARGIN``, to other processes or to the policy's own cost per record).
 
     Judged on capacity, not on the actual load: a short run's Pareto bursts can bring more or less
     than the mean input, which is the input's doing, not the machine's.
@@ -1128,8 +1129,9 @@ def format_table(result: dict[str, Any]) -> str:
         )
     if overloaded:
         lines.append(
-            f"OVERLOADED: the machine sustained less than 1/{OVERLOAD_MARGIN:g} of the calibrated BA "
-            "capacity in that repetition; its figures measure the machine, not the system."
+            f"OVERLOADED: BA sustained less than 1/{OVERLOAD_MARGIN:g} of the BA capacity calibrated "
+            "under fifo in that repetition (other processes took the machine, or the policy's own "
+            "cost per record did): it ran above the load asked for."
         )
     return "\n".join(lines)
 
