@@ -18,7 +18,7 @@ from pathlib import Path
 
 from _common import environment, per_call_us, write_result
 
-from cadenza.operators.windows import TumblingWindows
+from cadenza.operators.window_assigners import TumblingWindows
 from cadenza.scheduling import (
     Scheduler,
     SchedulingContext,
@@ -28,7 +28,7 @@ from cadenza.scheduling import (
     encode_context,
     get_policy,
 )
-from cadenza.worker.deadlines import WindowRelease, close_function
+from cadenza.worker.context_stamps import WindowRelease, close_function
 
 
 def _typical_context() -> SchedulingContext:

@@ -10,7 +10,7 @@ from cadenza.operators.event_time import (
     WindowResult,
 )
 from cadenza.operators.join import LEFT, RIGHT, JoinMatch, WindowedJoin
-from cadenza.operators.windows import (
+from cadenza.operators.window_assigners import (
     HoppingWindows,
     SessionStore,
     SessionWindows,

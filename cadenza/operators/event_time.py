@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 from cadenza.durations import parse_duration
 from cadenza.errors import ConfigError
 from cadenza.operators.aggregations import Aggregator
-from cadenza.operators.windows import (
+from cadenza.operators.window_assigners import (
     Duration,
     HoppingWindows,
     SessionWindows,

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 
 from cadenza.errors import ConfigError
 from cadenza.operators.event_time import Late
-from cadenza.operators.windows import Window
+from cadenza.operators.window_assigners import Window
 
 if TYPE_CHECKING:  # the state package loads the Kafka client; these operators are pure logic
     from cadenza.state.store import PartitionState

@@ -13,7 +13,7 @@ from cadenza.pipelines.graph import PipelineGraph
 from cadenza.pipelines.pipeline import Pipeline
 from cadenza.pipelines.registry import load_pipelines
 from cadenza.pipelines.stream import Stream, WindowedStream
-from cadenza.pipelines.windows import Hopping, Session, Sliding, Tumbling
+from cadenza.pipelines.window_specs import Hopping, Session, Sliding, Tumbling
 
 # What users write and read: the DSL, the windows, the compiled graph `Pipeline.compile()` returns,
 # loading and describing. The graph's parts (NodeSpec, EdgeSpec, ...) and the window adapter are for

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, InstanceOf, JsonValue, model_
 from pydantic.json_schema import SkipJsonSchema
 
 from cadenza.pipelines.errors import PipelineDefinitionError
-from cadenza.pipelines.windows import WINDOW_SPEC_ADAPTER, Hopping, Session, Sliding, Tumbling
+from cadenza.pipelines.window_specs import WINDOW_SPEC_ADAPTER, Hopping, Session, Sliding, Tumbling
 
 if TYPE_CHECKING:
     from cadenza.schemas.value_codec import Codec

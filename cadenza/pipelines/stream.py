@@ -23,7 +23,7 @@ from cadenza.pipelines.graph import (
     SparkStageSpec,
     TopicFormat,
 )
-from cadenza.pipelines.windows import WINDOW_SPEC_TYPES, Hopping, Session, Sliding, Tumbling
+from cadenza.pipelines.window_specs import WINDOW_SPEC_TYPES, Hopping, Session, Sliding, Tumbling
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

@@ -51,8 +51,8 @@ from cadenza.worker.dead_letter import PipelineStoppedError
 from cadenza.worker.decode import SourceDecoder, value_codec
 from cadenza.worker.executor import Executor, SchedKey
 from cadenza.worker.memory import MemoryProducer, MemoryTopics, StoredRecord
-from cadenza.worker.operators.join import JoinInput
-from cadenza.worker.operators.window import WindowOp
+from cadenza.worker.operators.join_step import JoinInput
+from cadenza.worker.operators.window_step import WindowOp
 from cadenza.worker.output import Output
 from cadenza.worker.plan import assemble
 from cadenza.worker.runtime import make_policy

@@ -22,8 +22,8 @@ from typing import Protocol
 from cadenza.infra.metrics.emitter import SpanEmitter
 from cadenza.scheduling.policy import Measurement, SchedulingPolicy
 from cadenza.scheduling.scheduler import Quantum, Scheduler
+from cadenza.worker.context_stamps import TaskSchedule
 from cadenza.worker.dead_letter import PipelineStoppedError
-from cadenza.worker.deadlines import TaskSchedule
 from cadenza.worker.unit import Unit
 
 __all__ = ["Executor", "SchedKey"]

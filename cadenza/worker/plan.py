@@ -30,11 +30,17 @@ from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policy import SchedulingPolicy
 from cadenza.schemas import SchemaRegistryLike
 from cadenza.state import StoreFactory
+from cadenza.worker.context_stamps import (
+    KeyByStamper,
+    SinkStamper,
+    TaskSchedule,
+    WindowTiming,
+    close_function,
+)
 from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.deadlines import KeyByStamper, SinkStamper, TaskSchedule, WindowTiming, close_function
 from cadenza.worker.operators.routing import KeyByOp, KeyByStamp, SinkStamp
 from cadenza.worker.operators.stateful import StatefulStep
-from cadenza.worker.operators.window import assigner_of
+from cadenza.worker.operators.window_step import assigner_of
 from cadenza.worker.output import Output
 from cadenza.worker.task import Task, build_tasks
 from cadenza.worker.topology import SubTopology, upstream_source

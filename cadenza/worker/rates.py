@@ -17,7 +17,7 @@ from cadenza.infra.metrics import names
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.scaling.rates import RateSample, TrueRateMeter
 from cadenza.scheduling.clock import Clock, SystemClock
-from cadenza.worker.deadlines import TaskSchedule
+from cadenza.worker.context_stamps import TaskSchedule
 
 __all__ = [
     "DEFAULT_RATE_WINDOW_S",

@@ -15,7 +15,7 @@ their schedules) and joins the group. Each :meth:`Worker.step`:
    ``poll_timeout`` for the next single record;
 2. **decode and admit** (:meth:`Worker.admit`, the one place a record enters the scheduler): per
    record and per sub-topology reading its topic, a :class:`~cadenza.worker.unit.Unit` (or a dead
-   letter) with a scheduling context (:mod:`cadenza.worker.deadlines`), queued in its
+   letter) with a scheduling context (:mod:`cadenza.worker.context_stamps`), queued in its
    operator-partition (sub-topology, input partition);
 3. **run** (:mod:`cadenza.worker.executor`): quanta picked by the policy's priority of each
    operator-partition's head record (:class:`~cadenza.scheduling.Scheduler`), for up to
@@ -75,17 +75,17 @@ from cadenza.settings import KafkaSettings
 from cadenza.state.factory import StoreFactory, store_factory
 from cadenza.worker.checkpoint import Checkpoint
 from cadenza.worker.config import WorkerConfig
+from cadenza.worker.context_stamps import TaskSchedule
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import PipelineStoppedError
-from cadenza.worker.deadlines import TaskSchedule
 from cadenza.worker.decode import make_registry_client
 from cadenza.worker.executor import Executor, SchedKey
 from cadenza.worker.fetcher import Fetcher, FlowControl
+from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_spec
 from cadenza.worker.inflight import Pending
 from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.output import Output
 from cadenza.worker.plan import Decode, WorkerPlan, assemble
-from cadenza.worker.plans import GroupPlan, check_group_plan, groups_topic_spec
 from cadenza.worker.quarantine import QuarantineGuard, quarantine_topic_spec
 from cadenza.worker.rates import track_true_rates
 from cadenza.worker.rebalance import Rebalance
@@ -158,7 +158,7 @@ class Worker:
     ``activities_topic``: where the worker sends its activity trace (per interval: fetch, quantum,
     commit) for ``cadenza analyze`` (:mod:`cadenza.analysis`); ``None`` records nothing.
     ``replace_plan``: take over the group even if it runs other pipelines and still has live members
-    (a worker of another plan is otherwise refused: :mod:`cadenza.worker.plans`).
+    (a worker of another plan is otherwise refused: :mod:`cadenza.worker.group_plan`).
     ``max_poll_interval``: seconds a user call may run before the group declares this worker's
     partitions lost (``max.poll.interval.ms``); ``hang_timeout`` (default: 80 % of it): seconds after
     which the watchdog pins a running call as a possible poison pill (:mod:`.quarantine`).

@@ -3,7 +3,7 @@
 Operators are built from the last step back to the first, so each is created with its downstream
 already in hand and the run stage is a plain chain of method calls. A join and the steps after it
 belong to the sub-topologies of both of its inputs; they are built once per pipeline and shared, each
-sub-topology entering the join through the :class:`~cadenza.worker.operators.join.JoinInput` of its
+sub-topology entering the join through the :class:`~cadenza.worker.operators.join_step.JoinInput` of its
 side.
 
 Watermark inputs come from the plan (``partitions``: topic -> partition count): a window or join
@@ -40,12 +40,12 @@ from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.decode import Decoder, RepartitionDecoder, SourceDecoder
 from cadenza.worker.operators.base import Operator, chain
-from cadenza.worker.operators.join import JoinOp
+from cadenza.worker.operators.join_step import JoinOp
 from cadenza.worker.operators.progress import ProgressGate
 from cadenza.worker.operators.routing import KeyByOp, SinkOp
 from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.operators.stateless import BranchOp, FilterOp, FlatMapOp, MapOp
-from cadenza.worker.operators.window import WindowOp
+from cadenza.worker.operators.window_step import WindowOp
 from cadenza.worker.output import Output
 from cadenza.worker.topology import SubTopology, UnsupportedStepError, split, upstream_source
 from cadenza.worker.unit import Unit

@@ -69,7 +69,7 @@ class Unit:
         #: :mod:`cadenza.worker.wire`); ``None`` for records read from a source topic.
         self.origin: Origin | None = None
         #: The scheduling context, set when the unit is admitted to the scheduler. Records of a
-        #: partition admitted together may share one (see :mod:`cadenza.worker.deadlines`).
+        #: partition admitted together may share one (see :mod:`cadenza.worker.context_stamps`).
         self.ctx: SchedulingContext | None = None
         #: This record's own trace id, set with ``ctx``: a shared context carries only the trace id of
         #: the first record it was made for, so spans and outgoing contexts read this one.

@@ -10,7 +10,7 @@ from cadenza.state import InMemoryStateStore, Position
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import OPERATOR_HEADER, DeadLetters
 from cadenza.worker.operators.base import Operator
-from cadenza.worker.operators.join import JoinOp
+from cadenza.worker.operators.join_step import JoinOp
 from cadenza.worker.output import Output
 from cadenza.worker.unit import Unit
 

@@ -19,10 +19,16 @@ from cadenza.scheduling.policy import SchedulingPolicy
 from cadenza.scheduling.registry import get_policy
 from cadenza.settings import KafkaSettings
 from cadenza.state.factory import store_factory
+from cadenza.worker.context_stamps import (
+    KeyByStamper,
+    SinkStamper,
+    WindowRelease,
+    close_function,
+    window_delay,
+)
 from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.deadlines import KeyByStamper, SinkStamper, WindowRelease, close_function, window_delay
 from cadenza.worker.operators.routing import KeyByOp, SinkOp
-from cadenza.worker.operators.window import WindowOp
+from cadenza.worker.operators.window_step import WindowOp
 from cadenza.worker.output import Output
 from cadenza.worker.plan import WorkerPlan, assemble, window_timing
 from cadenza.worker.topology import SubTopology, split

@@ -14,7 +14,7 @@ from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import OPERATOR_HEADER, DeadLetters
 from cadenza.worker.operators.base import Operator
 from cadenza.worker.operators.routing import KeyByOp
-from cadenza.worker.operators.window import WindowOp
+from cadenza.worker.operators.window_step import WindowOp
 from cadenza.worker.output import Output
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import decode_record_value

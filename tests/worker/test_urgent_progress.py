@@ -10,12 +10,12 @@ from confluent_kafka import Message
 
 from cadenza.pipelines import Tumbling
 from cadenza.pipelines.graph import NodeFunctions
+from cadenza.worker.context_stamps import first_close_after
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
-from cadenza.worker.deadlines import first_close_after
 from cadenza.worker.operators.base import Operator
 from cadenza.worker.operators.routing import URGENT_PROGRESS_SHARE, KeyByOp, progress_due
-from cadenza.worker.operators.window import WindowOp
+from cadenza.worker.operators.window_step import WindowOp
 from cadenza.worker.output import Output
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import PROGRESS_HEADER, unpack_progress

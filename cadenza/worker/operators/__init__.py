@@ -4,7 +4,7 @@ convention)."""
 from cadenza.worker.operators.base import Fanout, Operator, chain
 from cadenza.worker.operators.routing import KeyByOp, SinkOp
 from cadenza.worker.operators.stateless import BranchOp, FilterOp, FlatMapOp, MapOp
-from cadenza.worker.operators.window import WindowOp
+from cadenza.worker.operators.window_step import WindowOp
 
 __all__ = [
     "BranchOp",

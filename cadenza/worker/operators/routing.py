@@ -124,7 +124,7 @@ class KeyByOp(Operator):
         #: Per input partition, the largest event time handed to this step, and the largest sent.
         self._progress: dict[int, float] = {}
         self._sent: dict[int, float] = {}
-        #: The context for the reader of ``topic`` (see :mod:`cadenza.worker.deadlines`); ``None``: none.
+        #: The context for the reader of ``topic`` (see :mod:`cadenza.worker.context_stamps`); ``None``: none.
         self.stamp = stamp
         #: This step's Prometheus series: repartition records count as produced.
         self.metrics = metrics
@@ -261,7 +261,7 @@ class SinkOp(Operator):
         self.headers: OutHeaders | None = None if output.trace_header is None else [output.trace_header]
         self._produce = output.producer.produce
         #: Records each result's deadline and makes the context it carries on (see
-        #: :mod:`cadenza.worker.deadlines`); ``None``: neither.
+        #: :mod:`cadenza.worker.context_stamps`); ``None``: neither.
         self.stamp = stamp
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:

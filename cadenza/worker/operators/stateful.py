@@ -1,8 +1,8 @@
 """What the worker needs from a stateful step (restore on assignment, drop on revocation, changelog
 writes), and the code window and join steps share to provide it.
 
-Window aggregates (:class:`~cadenza.worker.operators.window.WindowOp`) and both inputs of a join
-(:class:`~cadenza.worker.operators.join.JoinInput`) satisfy :class:`StatefulStep`, so the runtime and
+Window aggregates (:class:`~cadenza.worker.operators.window_step.WindowOp`) and both inputs of a join
+(:class:`~cadenza.worker.operators.join_step.JoinInput`) satisfy :class:`StatefulStep`, so the runtime and
 the restorer handle them alike: per (step, input partition), whatever the step is. Both steps derive
 from :class:`StatefulOperator`: a store split by input partition, one changelog view and one
 watermark tracker per partition, and the changelog writes of the partitions a batch touched.

@@ -12,12 +12,12 @@ from typing import Any, cast
 from confluent_kafka import Message
 
 from cadenza.infra.metrics.prometheus import PrometheusExporter
-from cadenza.operators.windows import TumblingWindows
+from cadenza.operators.window_assigners import TumblingWindows
 from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext, encode_context
 from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policies import CameoPolicy
 from cadenza.scheduling.policy import OperatorInfo
-from cadenza.worker.deadlines import CloseTime, TaskSchedule, WindowRelease, close_function
+from cadenza.worker.context_stamps import CloseTime, TaskSchedule, WindowRelease, close_function
 from cadenza.worker.unit import Unit
 
 DELAY = 0.05  # allowed lateness + out-of-orderness
@@ -243,7 +243,7 @@ def test_a_sink_derives_each_results_header_from_its_run_and_its_own_trace_id() 
     """Header bytes are exactly what encoding each result's context from scratch gives."""
     from cadenza.operators import Window  # noqa: PLC0415
     from cadenza.scheduling.context import decode_context  # noqa: PLC0415
-    from cadenza.worker.deadlines import SinkStamper  # noqa: PLC0415
+    from cadenza.worker.context_stamps import SinkStamper  # noqa: PLC0415
 
     metrics = PrometheusExporter().operator("t", "p", "out", sink=True)
     stamp = SinkStamper(latency_target=2.0, delay=0.5, metrics=metrics, emitter=None)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from cadenza.durations import parse_duration
 from cadenza.pipelines import Hopping, PipelineDefinitionError, Session, Sliding, Tumbling
 from cadenza.pipelines._format import format_duration
-from cadenza.pipelines.windows import WINDOW_SPEC_ADAPTER
+from cadenza.pipelines.window_specs import WINDOW_SPEC_ADAPTER
 
 
 def test_specs_parse_human_durations_into_seconds() -> None:

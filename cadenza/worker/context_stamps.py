@@ -64,7 +64,7 @@ from cadenza.scheduling.context import (
     retrace,
 )
 from cadenza.scheduling.policy import OperatorInfo, SchedulingPolicy, SourceRecordInfo
-from cadenza.worker.operators.window import WindowOp
+from cadenza.worker.operators.window_step import WindowOp
 from cadenza.worker.task import Task
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import is_progress
