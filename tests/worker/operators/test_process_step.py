@@ -1,0 +1,255 @@
+"""The process step through PipelineDriver (no broker): keyed state, timers, forward, errors, restore."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cadenza import Processor, ProcessorContext, ProcessorRecord
+from cadenza.pipelines import Pipeline, PipelineDefinitionError, describe
+from cadenza.scheduling.clock import VirtualClock
+from cadenza.state import ChangelogReplay
+from cadenza.testing import PipelineDriver
+from cadenza.worker.operators.process_step import ProcessOp
+
+START = 1_700_000_000.0
+
+
+def _user(value: dict[str, Any]) -> str:
+    return str(value["u"])
+
+
+def _event_time(value: dict[str, Any]) -> float:
+    return float(value["t"])
+
+
+class RunningTotal(Processor):
+    """Per key: a running total forwarded with each record; at the key's first record an event-time
+    timer at t + 10 emits the total then, and a wall-clock timer 60 s later emits a heartbeat."""
+
+    def init(self, context: ProcessorContext) -> None:
+        self.ctx = context
+
+    def process(self, record: ProcessorRecord) -> None:
+        ctx = self.ctx
+        if record.value.get("boom"):
+            ctx.state = {"total": -1}  # must not stick: the call raises
+            raise ValueError("boom")
+        state = ctx.state or {"total": 0}
+        if ctx.state is None:
+            ctx.schedule_event_timer(record.timestamp + 10)
+            ctx.schedule_wall_clock_timer(ctx.now() + 60)
+        total = state["total"] + record.value["n"]
+        ctx.state = {"total": total}
+        ctx.forward({"user": ctx.key, "total": total, "trace": record.headers.get("trace")})
+
+    def on_event_timer(self, key: Any, when: float) -> None:
+        self.ctx.forward({"user": key, "closing_total": self.ctx.state["total"], "at": when})
+
+    def on_wall_clock_timer(self, key: Any, when: float) -> None:
+        self.ctx.forward({"user": key, "heartbeat": when})
+
+
+def totals(name: str = "totals", factory: Any = RunningTotal, ooo: str = "0s") -> Pipeline:
+    pipeline = Pipeline(name, tenant="t", latency_target="1s")
+    stream = pipeline.source("events", timestamp=_event_time, max_out_of_orderness=ooo).key_by(_user)
+    stream.process(factory).sink("totals-out")
+    return pipeline
+
+
+def step_id(driver: PipelineDriver, pipeline: str = "totals") -> str:
+    return next(n.id for n in driver.graphs[pipeline].nodes if n.kind == "process")
+
+
+def process_op(driver: PipelineDriver) -> ProcessOp:
+    return next(step for task in driver.plan.tasks for step in task.processors)
+
+
+def values(driver: PipelineDriver) -> list[dict[str, Any]]:
+    return [r.value for r in driver.outputs("totals-out")]
+
+
+def test_state_is_per_key_and_forwarded_records_carry_key_headers_and_context() -> None:
+    pipeline = Pipeline("totals", tenant="t", latency_target="1s")
+    # Keyed by the Kafka key, so process() reads the source record itself (headers included).
+    pipeline.source("events", key=str, timestamp=_event_time).process(RunningTotal).sink("totals-out")
+    with PipelineDriver([pipeline], clock=VirtualClock(START), partitions=2) as driver:
+        for user, n in [("a", 1), ("b", 10), ("a", 2), ("b", 20), ("a", 3)]:
+            driver.pipe("events", {"u": user, "n": n, "t": START}, key=user, headers={"trace": user})
+        out = driver.outputs("totals-out")
+        state = driver.state("totals", step_id(driver))
+    running = [(r.value["user"], r.value["total"]) for r in out if "total" in r.value]
+    # Per partition in offset order; keys of two partitions may interleave either way.
+    assert [t for t in running if t[0] == "a"] == [("a", 1), ("a", 3), ("a", 6)]
+    assert [t for t in running if t[0] == "b"] == [("b", 10), ("b", 30)]
+    assert [r.key for r in out] == [r.value["user"] for r in out]
+    assert all(r.value["trace"] == r.value["user"] for r in out)  # the record's headers reach process()
+    assert all(r.context is not None and r.context.pipeline_id == "totals" for r in out)
+    # [state, event-time timers, wall-clock timers] per key.
+    assert state["a"] == [{"total": 6}, [START + 10], [START + 60]]
+    assert state["b"] == [{"total": 30}, [START + 10], [START + 60]]
+
+
+def test_event_time_timers_fire_when_the_watermark_passes_them_in_time_order() -> None:
+    with PipelineDriver([totals(ooo="2s")], clock=VirtualClock(START)) as driver:
+        driver.pipe("events", {"u": "a", "n": 1, "t": START})
+        driver.pipe("events", {"u": "b", "n": 5, "t": START + 1})
+        driver.pipe("events", {"u": "a", "n": 2, "t": START + 11})  # watermark START + 9: nothing due
+        assert not [v for v in values(driver) if "closing_total" in v]
+        driver.pipe("events", {"u": "c", "n": 7, "t": START + 12})  # watermark START + 10: a's timer
+        assert [v for v in values(driver) if "closing_total" in v] == [
+            {"user": "a", "closing_total": 3, "at": START + 10}
+        ]
+        driver.pipe("events", {"u": "c", "n": 1, "t": START + 30})  # b's timer, then c's
+        fired = [(v["user"], v["at"]) for v in values(driver) if "closing_total" in v]
+    assert fired == [("a", START + 10), ("b", START + 11), ("c", START + 22)]
+    closing = [r for r in driver.outputs("totals-out") if "closing_total" in r.value]
+    # A timer's output is at the timer's event time; the record it went out with gave its context.
+    assert all(r.context is not None for r in closing)
+
+
+def test_wall_clock_timers_fire_when_the_virtual_clock_passes_them() -> None:
+    clock = VirtualClock(START)
+    with PipelineDriver([totals()], clock=clock) as driver:
+        driver.pipe("events", {"u": "a", "n": 1, "t": START})
+        driver.advance(30)
+        driver.pipe("events", {"u": "b", "n": 1, "t": START})
+        driver.advance(29.5)
+        assert not [v for v in values(driver) if "heartbeat" in v]
+        driver.advance(0.5)  # START + 60: a's heartbeat
+        assert [v["user"] for v in values(driver) if "heartbeat" in v] == ["a"]
+        driver.advance(30)  # START + 90: b's
+        beats = [(v["user"], v["heartbeat"]) for v in values(driver) if "heartbeat" in v]
+        state = driver.state("totals", step_id(driver))
+    assert beats == [("a", START + 60), ("b", START + 90)]
+    assert state["a"][2] == []  # fired timers leave the state
+
+
+def test_an_exception_dead_letters_the_record_and_leaves_its_key_unchanged() -> None:
+    with PipelineDriver([totals()], clock=VirtualClock(START)) as driver:
+        driver.pipe("events", {"u": "a", "n": 1, "t": START})
+        driver.pipe("events", {"u": "a", "n": 100, "t": START, "boom": True})
+        driver.pipe("events", {"u": "a", "n": 2, "t": START})
+        dead = driver.dead_letters("totals")
+        step = step_id(driver)
+        running = [v["total"] for v in values(driver) if "total" in v]
+    assert running == [1, 3]  # the failed call's state change did not stick
+    assert len(dead) == 1
+    assert dead[0].headers["cadenza-operator"] == step.encode()
+    assert dead[0].headers["cadenza-error-type"] == b"ValueError"
+
+
+class Unstorable(Processor):
+    def init(self, context: ProcessorContext) -> None:
+        self.ctx = context
+
+    def process(self, record: ProcessorRecord) -> None:
+        self.ctx.state = object()  # the changelog cannot hold it
+        self.ctx.forward(record.value)
+
+
+class FailingTimer(Processor):
+    def init(self, context: ProcessorContext) -> None:
+        self.ctx = context
+
+    def process(self, record: ProcessorRecord) -> None:
+        self.ctx.schedule_event_timer(record.timestamp)
+        self.ctx.forward(record.value)
+
+    def on_event_timer(self, key: Any, when: float) -> None:
+        self.ctx.forward("never")
+        raise RuntimeError(f"timer of {key}")
+
+
+class FailingInit(Processor):
+    calls = 0
+
+    def init(self, context: ProcessorContext) -> None:
+        FailingInit.calls += 1
+        if FailingInit.calls == 1:
+            raise OSError("init failed once")
+        self.ctx = context
+
+    def process(self, record: ProcessorRecord) -> None:
+        self.ctx.forward(record.value)
+
+
+def test_unstorable_state_a_failing_timer_and_a_failing_init_are_dead_lettered_and_the_step_goes_on() -> None:
+    pipelines = [
+        _with_sink("unstorable", Unstorable, "u-out"),
+        _with_sink("timer", FailingTimer, "t-out"),
+        _with_sink("init", FailingInit, "i-out"),
+    ]
+    with PipelineDriver(pipelines, clock=VirtualClock(START)) as driver:
+        for n in range(2):
+            driver.pipe("events", {"u": "a", "n": n, "t": START + n})
+        kinds = {
+            name: [bytes(d.headers["cadenza-error-type"] or b"") for d in driver.dead_letters(name)]
+            for name in driver.graphs
+        }
+        outs = {topic: [r.value for r in driver.outputs(topic)] for topic in ("u-out", "t-out", "i-out")}
+    assert [kind.startswith(b"UnsupportedValue") for kind in kinds["unstorable"]] == [True, True]
+    assert outs["u-out"] == []  # the call's forward went with its state
+    # Each record's own timer fires as its watermark passes it: the callback fails, the step goes on.
+    assert kinds["timer"] == [b"RuntimeError", b"RuntimeError"]
+    assert [v["n"] for v in outs["t-out"]] == [0, 1]
+    assert kinds["init"] == [b"OSError"]  # init is tried again with the next record
+    assert [v["n"] for v in outs["i-out"]] == [1]
+
+
+def _with_sink(name: str, factory: Any, topic: str) -> Pipeline:
+    pipeline = Pipeline(name, tenant="t", latency_target="1s")
+    stream = pipeline.source("events", timestamp=_event_time).key_by(_user)
+    stream.process(factory).sink(topic)
+    return pipeline
+
+
+def test_restart_restores_state_and_timers_from_the_changelog() -> None:
+    closed: list[int] = []
+
+    class Tracked(RunningTotal):
+        def close(self) -> None:
+            closed.append(id(self))
+
+    with PipelineDriver([totals(factory=Tracked, ooo="2s")], clock=VirtualClock(START)) as driver:
+        for user, n in [("a", 1), ("b", 10), ("a", 2)]:
+            driver.pipe("events", {"u": user, "n": n, "t": START})
+        op = process_op(driver)
+        replays: dict[int, ChangelogReplay] = {}
+        for partition, records in op.changelog_writes():  # what the worker writes after the batch
+            replay = replays.setdefault(partition, ChangelogReplay())
+            for key, value in records:
+                replay.apply(key, value)
+        for partition, replay in replays.items():  # the partition goes, and comes back restored
+            op.drop(partition)
+            assert driver.state("totals", step_id(driver)) == {}
+            op.restore(partition, replay.entries(), replay.position)
+        assert len(closed) == 1  # the dropped partition's processor was closed
+        driver.pipe("events", {"u": "a", "n": 4, "t": START + 20})
+        out = values(driver)
+    assert out[-3:-2] == [{"user": "a", "total": 7, "trace": None}]  # the restored total goes on
+    # a's and b's event timers at START + 10 came back with the state and fire as the watermark passes.
+    # Timers due at one time fire in no particular order of keys.
+    assert sorted(out[-2:], key=lambda v: v["user"]) == [
+        {"user": "a", "closing_total": 7, "at": START + 10},
+        {"user": "b", "closing_total": 10, "at": START + 10},
+    ]
+
+
+def test_process_needs_a_keyed_stream_and_a_callable() -> None:
+    pipeline = Pipeline("p", tenant="t", latency_target="1s")
+    source = pipeline.source("events")
+    with pytest.raises(PipelineDefinitionError, match="key_by"):
+        source.process(RunningTotal)
+    with pytest.raises(PipelineDefinitionError, match="Processor subclass"):
+        source.key_by(_user).process(RunningTotal())  # type: ignore[arg-type]
+
+
+def test_the_graph_gives_the_process_step_a_changelog_and_describe_names_it() -> None:
+    graph = totals().compile()
+    node = next(n for n in graph.nodes if n.kind == "process")
+    assert node.stateful
+    assert node.changelog_topic == f"totals.{node.id}.changelog"
+    assert any(t.kind == "changelog" and t.node_id == node.id for t in graph.internal_topics)
+    assert "process RunningTotal" in describe([graph])
