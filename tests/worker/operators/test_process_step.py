@@ -253,3 +253,43 @@ def test_the_graph_gives_the_process_step_a_changelog_and_describe_names_it() ->
     assert node.changelog_topic == f"totals.{node.id}.changelog"
     assert any(t.kind == "changelog" and t.node_id == node.id for t in graph.internal_topics)
     assert "process RunningTotal" in describe([graph])
+
+
+class EchoThenBeat(Processor):
+    """Forwards each record, and its key once more from a wall-clock timer a minute later."""
+
+    def init(self, context: ProcessorContext) -> None:
+        self.ctx = context
+
+    def process(self, record: ProcessorRecord) -> None:
+        self.ctx.schedule_wall_clock_timer(self.ctx.now() + 60)
+        self.ctx.forward({"u": self.ctx.key, "what": "record"})
+
+    def on_wall_clock_timer(self, key: Any, when: float) -> None:
+        self.ctx.forward({"u": key, "what": "beat"})
+
+
+class Tally(Processor):
+    def init(self, context: ProcessorContext) -> None:
+        self.ctx = context
+
+    def process(self, record: ProcessorRecord) -> None:
+        self.ctx.state = (self.ctx.state or 0) + 1
+        self.ctx.forward({"u": self.ctx.key, "seen": self.ctx.state, "what": record.value["what"]})
+
+
+def test_a_wall_clock_timers_output_through_a_key_by_is_not_taken_for_a_copy() -> None:
+    # The timer's output goes on with the partition's last unit, which already sent a record through
+    # the key_by, and another partition's unit went through the key_by since: the repartition reader
+    # must still see a new record, not a replayed copy of the first one.
+    pipeline = Pipeline("beats", tenant="t", latency_target="1s")
+    first = pipeline.source("events", key=str, timestamp=_event_time).process(EchoThenBeat)
+    first.key_by(_user).process(Tally).sink("tally-out")
+    with PipelineDriver([pipeline], clock=VirtualClock(START), partitions=2) as driver:
+        driver.pipe("events", {"t": START}, key="a", partition=0)
+        driver.pipe("events", {"t": START}, key="b", partition=1)
+        driver.advance(61)
+        seen = sorted((r.value["u"], r.value["seen"], r.value["what"]) for r in driver.outputs("tally-out"))
+        dead = driver.dead_letters("beats")
+    assert seen == [("a", 1, "record"), ("a", 2, "beat"), ("b", 1, "record"), ("b", 2, "beat")]
+    assert dead == []
