@@ -7,7 +7,7 @@ the two timer callbacks, and :meth:`Processor.close`. Everything else (state, ti
 through the :class:`ProcessorContext` the worker hands to ``init``.
 
 This module is pure declaration: it loads nothing of the worker, so ``import cadenza`` stays light.
-``docs/processor.md`` says what is guaranteed (state, timers, errors, restarts).
+``docs/processor.md`` says what is guaranteed (state, timers, scheduling contexts, errors, restarts).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ class ProcessorRecord:
     """One record as a processor sees it.
 
     ``timestamp`` is the record's event time (seconds since the epoch), as the source computes it;
-    ``headers`` are the consumed Kafka record's headers (text names, raw bytes), read lazily from the
-    record the step was reached from.
+    ``headers`` are the consumed Kafka record's headers (text names, raw bytes; a repeated name keeps
+    its last value). After a ``key_by`` the consumed record is the repartition record, whose headers
+    are cadenza's own: user headers do not cross a ``key_by``.
     """
 
     value: Any
@@ -95,8 +96,10 @@ class ProcessorContext(Protocol):
         ...
 
     def forward(self, value: Any, *, key: Any = ..., timestamp: float | None = None) -> None:
-        """Emit ``value`` to the next steps, under the current key unless ``key`` is given, at
-        ``timestamp`` (event time; default: the current record's, or the timer's time)."""
+        """Emit ``value`` to the next steps, under the current key unless ``key`` is given, at event
+        time ``timestamp``: by default the current record's, in an event-time timer the timer's time,
+        in a wall-clock timer the step's watermark (the last record's event time before there is one).
+        """
         ...
 
 

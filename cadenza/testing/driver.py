@@ -20,6 +20,9 @@ runs first within one round follows the policy's priority, and its cost estimate
 measured run times, so results of different partitions may interleave differently from run to run:
 compare them per partition or as a multiset, not as one list.
 
+:meth:`PipelineDriver.advance` also fires the process steps' wall-clock timers that became due, and
+runs what they emit, as the worker's loop does.
+
 What it does not do: commits, changelog writes and restores (there is no broker to make durable),
 rebalancing, metrics export and spans.
 """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -293,3 +295,42 @@ def test_a_wall_clock_timers_output_through_a_key_by_is_not_taken_for_a_copy() -
         dead = driver.dead_letters("beats")
     assert seen == [("a", 1, "record"), ("a", 2, "beat"), ("b", 1, "record"), ("b", 2, "beat")]
     assert dead == []
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _example(document: str, heading: str) -> dict[str, Any]:
+    """Run the one Python block of ``document``'s section ``heading`` (its first block for a whole doc)."""
+    text = (ROOT / document).read_text()
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    block = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(block, document, "exec"), namespace)
+    return namespace
+
+
+def test_the_readme_processor_example_runs_as_described() -> None:
+    pipeline = _example("README.md", "## Processors")["first_clicks"]
+    with PipelineDriver([pipeline], clock=VirtualClock(START)) as driver:
+        for offset in (0, 30, 61, 62):
+            driver.pipe("clicks", {"user": "ann", "ts": START + offset}, key="ann")
+        driver.pipe("clicks", {"user": "bob", "ts": START + 62}, key="bob")
+        emitted = [(r.value["user"], r.value["ts"] - START) for r in driver.outputs("first-clicks")]
+    # The record at +61 moves the watermark past the timer at +60: it is processed first (and
+    # suppressed), then the timer clears the state, so +62 is the next first click.
+    assert emitted == [("ann", 0), ("ann", 62), ("bob", 62)]
+
+
+def test_the_docs_processor_example_runs_as_described() -> None:
+    pipeline = _example("docs/processor.md", "# The Processor API")["devices"]
+    with PipelineDriver([pipeline], clock=VirtualClock(START)) as driver:
+        driver.pipe("readings", {"ts": START}, key="d")
+        driver.pipe("readings", {"ts": START + 10}, key="d")
+        driver.pipe("readings", {"ts": START + 65}, key="e")  # d's deadline (+70) not reached yet
+        assert driver.outputs("alerts") == []
+        driver.pipe("readings", {"ts": START + 100}, key="e")
+        alerts = [r.value for r in driver.outputs("alerts")]
+        state = driver.state("quiet-devices", "2-process")
+    assert alerts == [{"device": "d", "quiet_since": START + 10, "readings": 2}]
+    assert "d" not in state  # forgotten until it speaks again
