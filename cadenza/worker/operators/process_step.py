@@ -273,11 +273,7 @@ class ProcessOp(StatefulOperator):
         part = self._open(partition, entries)
         if position is None:
             return
-        part.skip_below = position.offset
-        part.origins = dict(position.origins)
-        part.event_times = dict(position.event_times)
-        for source, event_time in position.event_times.items():
-            part.tracker.observe(source, event_time)
+        self._resume(part, position)
         part.watermark = max(position.watermark, part.tracker.watermark())
 
     def drop(self, partition: int) -> None:
@@ -328,20 +324,8 @@ class ProcessOp(StatefulOperator):
         part = self.partitions.get(partition)
         if part is None:
             part = self._open(partition)
-        offset = unit.offset
-        if offset < part.skip_below:
-            self.counters.replay_skipped += 1
+        if not self._fresh(part, unit):
             return
-        origin = unit.origin
-        if origin is not None and unit is not part.current:
-            part.current = unit
-            mark = (origin[1], origin[2])
-            seen = part.origins.get(origin[0])
-            if seen is not None and mark <= seen:
-                part.current = None  # every value of this unit is a copy
-                self.counters.replay_skipped += 1
-                return
-            part.origins[origin[0]] = mark
         part.last = unit
         processor = self._ready(part, partition, unit)
         if processor is not None:
@@ -359,12 +343,8 @@ class ProcessOp(StatefulOperator):
                 self.dead.function_failed(unit, self.node_id, _in_step(exc, self.node_id))
             else:
                 self._emit(unit, forwards)
-        source = 0 if origin is None else origin[0]
-        part.tracker.observe(source, event_time)
-        if event_time > part.event_times.get(source, _NEG_INF):
-            part.event_times[source] = event_time
-        part.next_offset = offset + 1
-        self.touched.add(partition)
+        origin = unit.origin
+        self._observed(part, partition, 0 if origin is None else origin[0], event_time, unit.offset)
         self._advance(part, partition, unit)
         self._fire(part, partition, unit, _WALL, self.wall_clock())
 
@@ -378,11 +358,7 @@ class ProcessOp(StatefulOperator):
             return
         part.current = None
         part.last = unit
-        part.tracker.observe(source, event_time)
-        if event_time > part.event_times.get(source, _NEG_INF):
-            part.event_times[source] = event_time
-        part.next_offset = unit.offset + 1
-        self.touched.add(partition)
+        self._observed(part, partition, source, event_time, unit.offset)
         self._advance(part, partition, unit)
 
     def fire_wall_clock_timers(self, now: float | None = None) -> int:
