@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cadenza import Processor, ProcessorContext, ProcessorRecord
-from cadenza.pipelines import Pipeline, PipelineDefinitionError, describe
+from cadenza.pipelines import Pipeline, PipelineDefinitionError, PipelineGraph, describe
 from cadenza.scheduling.clock import VirtualClock
 from cadenza.state import ChangelogReplay
 from cadenza.testing import PipelineDriver
@@ -255,6 +255,8 @@ def test_the_graph_gives_the_process_step_a_changelog_and_describe_names_it() ->
     assert node.changelog_topic == f"totals.{node.id}.changelog"
     assert any(t.kind == "changelog" and t.node_id == node.id for t in graph.internal_topics)
     assert "process RunningTotal" in describe([graph])
+    # The kind survives the graph's JSON form (what is logged, shipped and compared between versions).
+    assert PipelineGraph.model_validate_json(graph.model_dump_json()).node(node.id).kind == "process"
 
 
 class EchoThenBeat(Processor):
