@@ -44,7 +44,7 @@ from cadenza.worker.operators.join_step import JoinOp
 from cadenza.worker.operators.process_step import ProcessOp
 from cadenza.worker.operators.progress import ProgressGate
 from cadenza.worker.operators.routing import KeyByOp, SinkOp
-from cadenza.worker.operators.stateful import StatefulStep
+from cadenza.worker.operators.stateful import StatefulArgs, StatefulStep
 from cadenza.worker.operators.stateless import BranchOp, FilterOp, FlatMapOp, MapOp
 from cadenza.worker.operators.window_step import WindowOp
 from cadenza.worker.output import Output
@@ -256,13 +256,24 @@ class _Builder:
         source = self.graph.node(upstream_source(self.graph, node_id))
         return float(str(source.parameters.get("max_out_of_orderness_s", 0.0)))
 
-    def changelog(self, node_id: str, what: str) -> str:
+    def stateful(self, node_id: str, what: str, disorder: float) -> StatefulArgs:
+        """What every stateful step ``node_id`` (``what``, for messages) is built with: its changelog
+        topic, downstream, dead letters, counters, a new store, the idle timeout and the clock."""
         topic = self.graph.node(node_id).changelog_topic
         if topic is None:
             raise UnsupportedStepError(
                 f"pipeline {self.graph.name!r}, step {node_id!r}: {what} needs a changelog topic"
             )
-        return topic
+        return StatefulArgs(
+            max_out_of_orderness=disorder,
+            changelog_topic=topic,
+            next=self.downstream(node_id),
+            dead=self.dead,
+            counters=self.counters,
+            store=self.new_store(node_id),
+            idle_timeout=self.idle_timeout,
+            clock=self.clock,
+        )
 
     def join_sources(self, node_id: str) -> dict[int, tuple[int, ...]]:
         """Per input (side) of join ``node_id``, its watermark inputs, where the plan knows them."""
@@ -387,14 +398,7 @@ def _window(b: _Builder, node_id: str) -> Operator:
         spec,
         graph.functions.get(node_id, NodeFunctions()),
         allowed_lateness=float(str(node.parameters.get("allowed_lateness_s", 0.0))),
-        max_out_of_orderness=b.disorder(node_id),
-        changelog_topic=b.changelog(node_id, "a window aggregate"),
-        next=b.downstream(node_id),
-        dead=b.dead,
-        counters=b.counters,
-        store=b.new_store(node_id),
-        idle_timeout=b.idle_timeout,
-        clock=b.clock,
+        **b.stateful(node_id, "a window aggregate", b.disorder(node_id)),
         inputs=b.sources_of(b.sub),
         close_wait=None if b.hooks is None else b.hooks.close_wait(graph, node_id),
     )
@@ -407,14 +411,7 @@ def _process(b: _Builder, node_id: str) -> Operator:
     step = ProcessOp(
         node_id,
         b.fn(node_id),
-        max_out_of_orderness=b.disorder(node_id),
-        changelog_topic=b.changelog(node_id, "a process step"),
-        next=b.downstream(node_id),
-        dead=b.dead,
-        counters=b.counters,
-        store=b.new_store(node_id),
-        idle_timeout=b.idle_timeout,
-        clock=b.clock,
+        **b.stateful(node_id, "a process step", b.disorder(node_id)),
         wall_clock=b.wall_clock,
         inputs=b.sources_of(b.sub),
     )
@@ -438,14 +435,7 @@ def _join(b: _Builder, node_id: str) -> Operator:
         within=float(str(node.parameters.get("within_s", 0.0))),
         allowed_lateness=float(str(node.parameters.get("allowed_lateness_s", 0.0))),
         on=functions.on,
-        max_out_of_orderness=disorder,
-        changelog_topic=b.changelog(node_id, "a join"),
-        next=b.downstream(node_id),
-        dead=b.dead,
-        counters=b.counters,
-        store=b.new_store(node_id),
-        idle_timeout=b.idle_timeout,
-        clock=b.clock,
+        **b.stateful(node_id, "a join", disorder),
         sources=b.join_sources(node_id),
         how="left" if how == "left" else "outer" if how == "outer" else "inner",
         joiner=functions.fn,

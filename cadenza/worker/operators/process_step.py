@@ -26,16 +26,13 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Unpack
 
 from cadenza.operators import Window
 from cadenza.pipelines.processor import Processor, ProcessorFactory, ProcessorRecord
-from cadenza.state import ChangelogView, Position, StateStore, encode_key
+from cadenza.state import ChangelogView, Position, encode_key
 from cadenza.state.safe_codec import UnsupportedValueError, check
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.dead_letter import DeadLetters
-from cadenza.worker.operators.base import Operator
-from cadenza.worker.operators.stateful import StatefulOperator
+from cadenza.worker.operators.stateful import StatefulArgs, StatefulOperator
 from cadenza.worker.unit import Unit
 
 __all__ = ["ProcessOp"]
@@ -224,28 +221,11 @@ class ProcessOp(StatefulOperator):
         node_id: str,
         factory: ProcessorFactory,
         *,
-        max_out_of_orderness: float,
-        changelog_topic: str,
-        next: Operator,
-        dead: DeadLetters,
-        counters: WorkerCounters,
-        store: StateStore | None = None,
-        idle_timeout: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         inputs: tuple[int, ...] | None = (0,),
+        **common: Unpack[StatefulArgs],
     ) -> None:
-        super().__init__(
-            node_id,
-            max_out_of_orderness=max_out_of_orderness,
-            changelog_topic=changelog_topic,
-            next=next,
-            dead=dead,
-            counters=counters,
-            store=store,
-            idle_timeout=idle_timeout,
-            clock=clock,
-        )
+        super().__init__(node_id, **common)
         self.factory = factory
         #: What wall-clock timers are measured on: epoch seconds (a test driver passes its virtual clock).
         self.wall_clock = wall_clock

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Hashable, Iterable
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from cadenza.operators import WatermarkTracker
 from cadenza.state import ChangelogView, ChangelogWrite, InMemoryStateStore, Position, StateStore
@@ -22,7 +22,7 @@ from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
 from cadenza.worker.unit import Unit
 
-__all__ = ["StatefulOperator", "StatefulStep"]
+__all__ = ["StatefulArgs", "StatefulOperator", "StatefulStep"]
 
 _log = logging.getLogger("cadenza.worker")
 _NEG_INF = float("-inf")
@@ -64,6 +64,19 @@ class StatefulStep(Protocol):
     def idle_timeouts(self) -> int:
         """How many times the idle timeout of one of the step's watermark inputs fired."""
         ...
+
+
+class StatefulArgs(TypedDict):
+    """The keyword arguments of :class:`StatefulOperator`, which a step passes on as they are."""
+
+    max_out_of_orderness: float
+    changelog_topic: str
+    next: Operator
+    dead: DeadLetters
+    counters: WorkerCounters
+    store: NotRequired[StateStore | None]
+    idle_timeout: NotRequired[float | None]
+    clock: NotRequired[Callable[[], float]]
 
 
 class StatefulOperator(Operator):
