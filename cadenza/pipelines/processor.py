@@ -39,8 +39,9 @@ class ProcessorContext(Protocol):
     """What a processor may use; handed to :meth:`Processor.init` and valid for the processor's life.
 
     ``key``, ``state``, the timer methods and ``forward`` refer to the record being processed, or in a
-    timer callback to the timer's key. A processor's changes (state, timers, forwards) take effect
-    only when the call that made them returns: a call that raises leaves no trace but its dead letter.
+    timer callback to the timer's key; in ``init`` and ``close`` there is none, and they raise. A
+    processor's changes (state, timers, forwards) take effect only when the call that made them
+    returns: a call that raises leaves no trace but its dead letter.
     """
 
     @property

@@ -57,6 +57,7 @@ class _Context:
     """The :class:`~cadenza.pipelines.ProcessorContext` of one partition's processor."""
 
     __slots__ = (
+        "_active",
         "_cancel",
         "_forwards",
         "_new_state",
@@ -76,6 +77,8 @@ class _Context:
         self.node_id = op.node_id
         self.partition = partition
         self.key: Any = None
+        #: Whether a call with a current key (process or a timer callback) is running.
+        self._active = False
         self._timestamp = _NEG_INF
         self._state_set = False
         self._new_state: Any = None
@@ -84,6 +87,7 @@ class _Context:
         self._forwards: list[tuple[Any, Any, float]] = []
 
     def begin(self, key: Any, timestamp: float) -> None:
+        self._active = True
         self.key = key
         self._timestamp = timestamp
         self._state_set = False
@@ -92,8 +96,19 @@ class _Context:
         self._cancel.clear()
         self._forwards.clear()
 
+    def end(self) -> None:
+        self._active = False
+
+    def _require(self, what: str) -> None:
+        if not self._active:
+            raise RuntimeError(
+                f"step {self.node_id!r}: context.{what} needs a current key: use it in process() or a "
+                "timer callback, not in init() or close()"
+            )
+
     @property
     def state(self) -> Any:
+        self._require("state")
         if self._state_set:
             return self._new_state
         entry = self.part.view.get(self.key)
@@ -101,6 +116,7 @@ class _Context:
 
     @state.setter
     def state(self, value: Any) -> None:
+        self._require("state")
         self._state_set = True
         self._new_state = value
 
@@ -112,18 +128,23 @@ class _Context:
         return self.op.wall_clock()
 
     def schedule_event_timer(self, when: float) -> None:
+        self._require("schedule_event_timer")
         self._schedule.append((_EVENT, _finite(when)))
 
     def schedule_wall_clock_timer(self, when: float) -> None:
+        self._require("schedule_wall_clock_timer")
         self._schedule.append((_WALL, _finite(when)))
 
     def cancel_event_timer(self, when: float) -> None:
+        self._require("cancel_event_timer")
         self._cancel.append((_EVENT, float(when)))
 
     def cancel_wall_clock_timer(self, when: float) -> None:
+        self._require("cancel_wall_clock_timer")
         self._cancel.append((_WALL, float(when)))
 
     def forward(self, value: Any, *, key: Any = _SAME_KEY, timestamp: float | None = None) -> None:
+        self._require("forward")
         self._forwards.append(
             (
                 self.key if key is _SAME_KEY else key,
@@ -170,6 +191,7 @@ class _Partition:
         "context",
         "current",
         "event_times",
+        "init_failed",
         "last",
         "next_offset",
         "origins",
@@ -199,6 +221,8 @@ class _Partition:
         self.current: Unit | None = None
         #: The last unit run here: what a wall-clock timer's outputs and dead letters go on with.
         self.last: Unit | None = None
+        #: The unit whose ``factory()`` or ``init`` failed last (it is dead-lettered once, not per timer).
+        self.init_failed: Unit | None = None
 
     def put(self, key: Any, state: Any, event: set[float], wall: set[float]) -> None:
         if state is None and not event and not wall:
@@ -280,10 +304,12 @@ class ProcessOp(StatefulOperator):
 
     def _ready(self, part: _Partition, partition: int, unit: Unit) -> Processor | None:
         """The partition's processor, made and initialised on first use; None (and the unit
-        dead-lettered) when ``factory()`` or ``init`` raised: the next unit tries again."""
+        dead-lettered, once) when ``factory()`` or ``init`` raised: the next unit tries again."""
         processor = part.processor
         if processor is not None:
             return processor
+        if part.init_failed is unit:
+            return None  # already tried (and dead-lettered) for this unit
         context = part.context = _Context(self, part, partition)
         try:
             processor = self.factory()
@@ -292,6 +318,7 @@ class ProcessOp(StatefulOperator):
             raise
         except BaseException as exc:
             self.processor_failures += 1
+            part.init_failed = unit
             self.dead.function_failed(unit, self.node_id, exc)
             return None
         part.processor = processor
@@ -323,6 +350,8 @@ class ProcessOp(StatefulOperator):
                 self.dead.function_failed(unit, self.node_id, _in_step(exc, self.node_id))
             else:
                 self._emit(unit, forwards)
+            finally:
+                context.end()
         origin = unit.origin
         self._observed(part, partition, 0 if origin is None else origin[0], event_time, unit.offset)
         self._advance(part, partition, unit)
@@ -362,18 +391,20 @@ class ProcessOp(StatefulOperator):
         heap = part.timers[kind - 1]
         fired = 0
         while heap and heap[0][0] <= upto:
-            when, _, key = heapq.heappop(heap)
+            when, _, key = heap[0]
             entry = part.view.get(key)
             if entry is None or when not in entry[kind]:
+                heapq.heappop(heap)
                 continue  # cancelled, or a second registration of a timer that already fired
+            processor = self._ready(part, partition, unit)
+            context = part.context
+            if processor is None or context is None:
+                break  # no processor (its init failed): the timers wait for one
+            heapq.heappop(heap)
             timers = (set(entry[_EVENT]), set(entry[_WALL]))
             timers[kind - 1].discard(when)
             part.put(key, entry[_STATE], timers[0], timers[1])
             self.touched.add(partition)
-            processor = self._ready(part, partition, unit)
-            context = part.context
-            if processor is None or context is None:
-                continue
             fired += 1
             # An event-time timer's outputs are at its time; a wall-clock timer's at the watermark (or,
             # before there is one, at the event time of the record it goes on with).
@@ -395,6 +426,8 @@ class ProcessOp(StatefulOperator):
                 _log.warning("step %r: %s timer callback raised: %s", self.node_id, what, exc)
                 self.dead.function_failed(unit, self.node_id, TimerCallbackError(what, key, when, exc))
                 continue
+            finally:
+                context.end()
             self._emit(unit, forwards)
         return fired
 

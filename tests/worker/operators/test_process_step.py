@@ -336,3 +336,61 @@ def test_the_docs_processor_example_runs_as_described() -> None:
         state = driver.state("quiet-devices", "2-process")
     assert alerts == [{"device": "d", "quiet_since": START + 10, "readings": 2}]
     assert "d" not in state  # forgotten until it speaks again
+
+
+class StateInInit(Processor):
+    def init(self, context: ProcessorContext) -> None:
+        self.ctx = context
+        context.state = "no key here"
+
+    def process(self, record: ProcessorRecord) -> None:
+        self.ctx.forward(record.value)
+
+
+def test_state_used_in_init_is_a_clear_error_and_dead_letters_the_record() -> None:
+    pipeline = Pipeline("early", tenant="t", latency_target="1s")
+    pipeline.source("events", key=str, timestamp=_event_time).process(StateInInit).sink("early-out")
+    with PipelineDriver([pipeline], clock=VirtualClock(START)) as driver:
+        driver.pipe("events", {"t": START}, key="a")
+        dead = driver.dead_letters("early")
+        out = driver.outputs("early-out")
+    assert out == []
+    assert [d.headers["cadenza-error-type"] for d in dead] == [b"RuntimeError"]
+    assert b"needs a current key" in (dead[0].headers["cadenza-error"] or b"")
+
+
+class InitFailsOnce(Processor):
+    attempts = 0
+
+    def init(self, context: ProcessorContext) -> None:
+        self.ctx = context
+        InitFailsOnce.attempts += 1
+        if InitFailsOnce.attempts == 2:  # the second instance: after the partition came back
+            raise OSError("not now")
+
+    def process(self, record: ProcessorRecord) -> None:
+        self.ctx.schedule_event_timer(record.timestamp + 5)
+        self.ctx.forward({"n": record.value["n"]})
+
+    def on_event_timer(self, key: Any, when: float) -> None:
+        self.ctx.forward({"timer": when})
+
+
+def test_timers_wait_for_a_processor_whose_init_failed_and_the_record_is_dead_lettered_once() -> None:
+    pipeline = Pipeline("retry", tenant="t", latency_target="1s")
+    pipeline.source("events", key=str, timestamp=_event_time).process(InitFailsOnce).sink("retry-out")
+    with PipelineDriver([pipeline], clock=VirtualClock(START)) as driver:
+        driver.pipe("events", {"n": 0, "t": START}, key="a")
+        op = process_op(driver)
+        replay = ChangelogReplay()
+        for _, records in op.changelog_writes():
+            for key, value in records:
+                replay.apply(key, value)
+        op.drop(0)
+        op.restore(0, replay.entries(), replay.position)
+        driver.pipe("events", {"n": 1, "t": START + 10}, key="a")  # init fails; the timer at +5 is due
+        assert len(driver.dead_letters("retry")) == 1
+        assert [r.value for r in driver.outputs("retry-out")] == [{"n": 0}]
+        driver.pipe("events", {"n": 2, "t": START + 11}, key="a")  # init works: record, then the timer
+        out = [r.value for r in driver.outputs("retry-out")]
+    assert out == [{"n": 0}, {"n": 2}, {"timer": START + 5}]
