@@ -394,3 +394,33 @@ def test_timers_wait_for_a_processor_whose_init_failed_and_the_record_is_dead_le
         driver.pipe("events", {"n": 2, "t": START + 11}, key="a")  # init works: record, then the timer
         out = [r.value for r in driver.outputs("retry-out")]
     assert out == [{"n": 0}, {"n": 2}, {"timer": START + 5}]
+
+
+class FailingBeat(Processor):
+    def init(self, context: ProcessorContext) -> None:
+        self.ctx = context
+
+    def process(self, record: ProcessorRecord) -> None:
+        self.ctx.schedule_wall_clock_timer(self.ctx.now() + 1)
+        self.ctx.forward(record.value)
+
+    def on_wall_clock_timer(self, key: Any, when: float) -> None:
+        raise RuntimeError("beat failed")
+
+
+def test_with_on_error_stop_a_failing_wall_clock_timer_stops_its_pipeline_only() -> None:
+    strict = Pipeline("strict", tenant="t", latency_target="1s", on_error="stop")
+    strict.source("events", key=str, timestamp=_event_time).process(FailingBeat).sink("strict-out")
+    lenient = _with_sink("lenient", FailingBeat, "lenient-out")
+    with PipelineDriver([strict, lenient], clock=VirtualClock(START)) as driver:
+        driver.pipe("events", {"u": "a", "t": START}, key="a")
+        driver.advance(2)  # both timers fire and fail
+        driver.pipe("events", {"u": "a", "t": START + 2}, key="a")
+        stopped = dict(driver.stopped)
+        strict_out = driver.outputs("strict-out")
+        lenient_out = driver.outputs("lenient-out")
+        lenient_dead = driver.dead_letters("lenient")
+    assert list(stopped) == ["strict"]
+    assert len(strict_out) == 1  # nothing after the stop
+    assert len(lenient_out) == 2  # the other pipeline goes on; its failure is a dead letter
+    assert [d.headers["cadenza-error-type"] for d in lenient_dead] == [b"RuntimeError"]
