@@ -11,6 +11,7 @@ from cadenza.pipelines.describe import describe
 from cadenza.pipelines.errors import PipelineDefinitionError
 from cadenza.pipelines.graph import PipelineGraph
 from cadenza.pipelines.pipeline import Pipeline
+from cadenza.pipelines.processor import Processor, ProcessorContext, ProcessorRecord
 from cadenza.pipelines.registry import load_pipelines
 from cadenza.pipelines.stream import Stream, WindowedStream
 from cadenza.pipelines.window_specs import Hopping, Session, Sliding, Tumbling
@@ -23,6 +24,9 @@ __all__ = [
     "Pipeline",
     "PipelineDefinitionError",
     "PipelineGraph",
+    "Processor",
+    "ProcessorContext",
+    "ProcessorRecord",
     "Session",
     "Sliding",
     "Stream",

@@ -106,6 +106,8 @@ def _details(graph: PipelineGraph, node: NodeSpec) -> str:
         return f"branch by {', '.join(str(name) for name in _as_list(p['predicates']))}"
     if node.kind == "key_by":
         return f"key_by {node.name} (repartition)"
+    if node.kind == "process":
+        return f"process {p['processor']} (keyed state, timers)"
     return f"{node.kind} {node.name}"
 
 

@@ -25,17 +25,22 @@ if TYPE_CHECKING:
     from cadenza.schemas.value_codec import Codec
 
 NodeKind: TypeAlias = Literal[
-    "source", "map", "filter", "flat_map", "key_by", "window_aggregate", "join", "branch", "sink"
+    "source", "map", "filter", "flat_map", "key_by", "window_aggregate", "join", "process", "branch", "sink"
 ]
 TopicFormat: TypeAlias = Literal["json", "avro"]
 InternalTopicKind: TypeAlias = Literal["repartition", "changelog", "dead_letter", "late"]
 OnError: TypeAlias = Literal["dead_letter", "stop"]
 """What a worker does when a user function raises: dead-letter the record and go on, or stop the pipeline."""
 
-STATEFUL_KINDS: frozenset[str] = frozenset({"window_aggregate", "join"})
+STATEFUL_KINDS: frozenset[str] = frozenset({"window_aggregate", "join", "process"})
 """Node kinds that keep keyed state, and so get a changelog topic."""
 
-_MIX_JOIN_INPUTS: dict[str, str] = {"key_by": "key_by", "window_aggregate": "window", "join": "join"}
+_MIX_JOIN_INPUTS: dict[str, str] = {
+    "key_by": "key_by",
+    "window_aggregate": "window",
+    "join": "join",
+    "process": "process",
+}
 """Kinds the worker cannot run after a join (see :func:`unsupported_by_worker`), as messages name them."""
 _CARRY_WINDOW: frozenset[str] = frozenset({"map", "filter", "flat_map", "branch"})
 """Kinds that pass a window result's window along to the next step (a key_by or a join drops it)."""
@@ -57,6 +62,8 @@ class NodeFunctions:
       aggregators); ``fn`` is the user's extractor for sum/min/max/mean.
     - ``join``: ``on(left, right) -> bool``, an extra match condition on top of equal keys, or ``None``;
       ``fn``: the joiner, ``fn(left, right) -> value`` (``None``: the tuple ``(left, right)``).
+    - ``process``: ``fn``, the processor factory (a :class:`~cadenza.pipelines.Processor` subclass or
+      a callable returning a fresh processor), called once per input partition.
     - ``branch``: ``predicates``, one per output port, tried in order; a record goes to the first
       port whose predicate holds and is dropped when none does.
     - ``source`` and ``sink``: ``codec``, the user's value codec, or ``None`` for the built-in codec

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from cadenza.pipelines.pipeline import Pipeline, _OpenWindow
+    from cadenza.pipelines.processor import ProcessorFactory
     from cadenza.schemas.value_codec import Codec
 
 T = TypeVar("T")
@@ -268,6 +269,39 @@ class Stream(Generic[T]):
                 "joiner": None if joiner is None else _function_name(joiner),
             },
             functions=NodeFunctions(on=on, fn=joiner),
+            keyed=True,
+        )
+        return Stream(pipeline, step)
+
+    def process(self, factory: ProcessorFactory, *, name: str | None = None) -> Stream[Any]:
+        """Run a user :class:`~cadenza.pipelines.Processor`: keyed state, event-time and wall-clock
+        timers, and any number of records forwarded per input (see ``docs/processor.md``).
+
+        ``factory`` is a ``Processor`` subclass or any callable returning a *fresh* processor: the
+        worker makes one per input partition, so instances never share attributes across partitions.
+        The stream must be keyed (state is per key, and a key's records must meet in one partition);
+        the step gets a changelog topic (``<pipeline>.<step>.changelog``) like a window. Its output
+        stays keyed: records forwarded under another key are not repartitioned, so put a ``key_by``
+        before a later stateful step that needs the new key.
+        """
+        pipeline = self._pipeline
+        if not callable(factory):
+            raise pipeline._error(
+                f"process() expects a Processor subclass or a factory returning one, got {factory!r}",
+                self._step,
+            )
+        if not self.keyed:
+            raise pipeline._error(
+                "process without a key: a processor's state is per key; call key_by(...) before process(...)",
+                self._step,
+            )
+        step = pipeline._add(
+            "process",
+            "process",
+            name or _function_name(factory),
+            ((self._step, self._port),),
+            parameters={"processor": _function_name(factory)},
+            functions=NodeFunctions(fn=factory),
             keyed=True,
         )
         return Stream(pipeline, step)

@@ -20,6 +20,9 @@ runs first within one round follows the policy's priority, and its cost estimate
 measured run times, so results of different partitions may interleave differently from run to run:
 compare them per partition or as a multiset, not as one list.
 
+:meth:`PipelineDriver.advance` also fires the process steps' wall-clock timers that became due, and
+runs what they emit, as the worker's loop does.
+
 What it does not do: commits, changelog writes and restores (there is no broker to make durable),
 rebalancing, metrics export and spans.
 """
@@ -52,6 +55,7 @@ from cadenza.worker.decode import SourceDecoder, value_codec
 from cadenza.worker.executor import Executor, SchedKey
 from cadenza.worker.memory import MemoryProducer, MemoryTopics, StoredRecord
 from cadenza.worker.operators.join_step import JoinInput
+from cadenza.worker.operators.process_step import ProcessOp
 from cadenza.worker.operators.window_step import WindowOp
 from cadenza.worker.output import Output
 from cadenza.worker.plan import assemble
@@ -164,6 +168,7 @@ class PipelineDriver:
             store_factory=store_factory("memory"),
             registry_client=None,
             clock=self.clock.now,
+            wall_clock=self.clock.now,
         )
         #: Pipelines stopped by a failed step (``on_error="stop"``), with what stopped them.
         self.stopped: dict[str, PipelineStoppedError] = {}
@@ -219,10 +224,14 @@ class PipelineDriver:
     def advance(self, seconds: float) -> float:
         """Move the wall clock on by ``seconds`` (idle timeouts count it); returns the new time.
 
-        As in a worker, passing time alone runs nothing: an input that went idle stops holding a
-        window back when the next record or progress record reaches the window.
+        As in a worker, passing time alone runs no record: an input that went idle stops holding a
+        window back when the next record or progress record reaches the window. What it does run,
+        as the worker's loop does, is the process steps' wall-clock timers now due, and everything
+        their outputs lead to.
         """
-        return self.clock.advance(seconds)
+        now = self.clock.advance(seconds)
+        self._fire_wall_clock_timers()
+        return now
 
     # -- output -----------------------------------------------------------------------------------------
 
@@ -244,11 +253,12 @@ class PipelineDriver:
         return self.outputs(self._graph(pipeline).late_topic)
 
     def state(self, pipeline: str, step: str) -> Mapping[Any, Any]:
-        """A read-only copy of stateful ``step``'s store (a window or join), keyed by record key and,
-        when the step's input has several partitions, merged over them.
+        """A read-only copy of stateful ``step``'s store (a window, join or process step), keyed by
+        record key and, when the step's input has several partitions, merged over them.
 
         For a window step each value is what the store holds for the key: its open windows as
-        ``[start, end, accumulator]`` triples, and the rest of the step's bookkeeping.
+        ``[start, end, accumulator]`` triples, and the rest of the step's bookkeeping. For a process
+        step it is ``[state, event-time timers, wall-clock timers]``.
         """
         self._graph(pipeline)
         for schedule in self.plan.schedules:
@@ -261,6 +271,8 @@ class PipelineDriver:
                     return _snapshot(stateful.store, stateful.partitions)
                 if isinstance(stateful, JoinInput):
                     return _snapshot(stateful.join.store, stateful.join.partitions)
+                if isinstance(stateful, ProcessOp):
+                    return _snapshot(stateful.store, stateful.partitions)
         steps = sorted(
             {w.node_id for s in self.plan.schedules if s.pipeline == pipeline for w in s.task.windows}
         )
@@ -310,6 +322,20 @@ class PipelineDriver:
                 unit.ctx = ctx
                 unit.enqueued = enqueued
                 enqueue(schedule.key(record.partition), ctx, unit)
+
+    def _fire_wall_clock_timers(self) -> None:
+        """Fire due wall-clock timers and run what they produced to quiescence."""
+        for schedule in self.plan.schedules:
+            if schedule.pipeline in self.stopped:
+                continue
+            for step in schedule.task.processors:
+                try:
+                    step.fire_wall_clock_timers()
+                except PipelineStoppedError as stopped:
+                    self._stop_pipeline(stopped)
+        for keyed in self.plan.keyed:
+            keyed.broadcast_progress()
+        self._deliver([record for record in self._producer.take() if record.topic in self._stages])
 
     def _stop_pipeline(self, stopped: PipelineStoppedError) -> None:
         """As the worker does: the stopped pipeline's queued records are dropped and it runs no more."""

@@ -173,6 +173,7 @@ def assemble(
     store_factory: StoreFactory,
     registry_client: SchemaRegistryLike | None,
     clock: Callable[[], float] = time.monotonic,
+    wall_clock: Callable[[], float] = time.time,
 ) -> WorkerPlan:
     """Build every pipeline's tasks with their hooks, their schedules, and the routing tables."""
     hooks = _Hooks(subtopologies, policy, exporter, emitter, output)
@@ -189,6 +190,7 @@ def assemble(
             partitions=partitions,
             hooks=hooks,
             clock=clock,
+            wall_clock=wall_clock,
         )
         owned.extend((graph, task) for task in tasks)
     schedules = tuple(

@@ -269,6 +269,9 @@ class Worker:
         self.scheduler: Scheduler[SchedKey, Unit] = Scheduler(
             self.policy, clock=clock, max_records=quantum_records, max_seconds=quantum_seconds
         )
+        #: What process steps' wall-clock timers are measured on: the injected clock, else epoch time.
+        self._wall_clock = clock.now if clock is not None else time.time
+        self._processors = False
         self.exporter = exporter if exporter is not None else PrometheusExporter()
         self.spans_topic = spans_topic
         self.span_sample_ratio = span_sample_ratio
@@ -446,7 +449,9 @@ class Worker:
             idle_timeout=self.watermark_idle_timeout,
             store_factory=self._store_factory,
             registry_client=make_registry_client(self.settings),
+            wall_clock=self._wall_clock,
         )
+        self._processors = any(task.processors for task in plan.tasks)
         self._tasks = list(plan.tasks)
         self._keyed = list(plan.keyed)
         self._schedules = list(plan.schedules)
@@ -664,6 +669,8 @@ class Worker:
             if model is not None:
                 feedback.apply_pending(model)
         ran = self.run_for(self.run_slice)
+        if self._processors:
+            ran += self._fire_wall_clock_timers()
         now = time.monotonic()
         if self._keyed and progress_due(self._keyed, now - self._last_progress, self.progress_interval):
             self._broadcast_progress(now)
@@ -794,6 +801,20 @@ class Worker:
                 _log.warning("transient consumer error: %s", exc)
                 return False
             raise
+
+    def _fire_wall_clock_timers(self) -> int:
+        """Run the process steps' wall-clock timers now due; returns how many fired. Their outputs
+        and state changes are committed like a batch's: outputs acknowledged before the changelog."""
+        fired = 0
+        for schedule in self._schedules:
+            if schedule.pipeline in self.stopped:
+                continue
+            for step in schedule.task.processors:
+                try:
+                    fired += step.fire_wall_clock_timers()
+                except PipelineStoppedError as stopped:
+                    self.stop_pipeline(stopped)
+        return fired
 
     def _broadcast_progress(self, now: float) -> None:
         """Progress records for the repartition topics (see ``docs/watermarks.md``), at most once per

@@ -41,9 +41,10 @@ from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.decode import Decoder, RepartitionDecoder, SourceDecoder
 from cadenza.worker.operators.base import Operator, chain
 from cadenza.worker.operators.join_step import JoinOp
+from cadenza.worker.operators.process_step import ProcessOp
 from cadenza.worker.operators.progress import ProgressGate
 from cadenza.worker.operators.routing import KeyByOp, SinkOp
-from cadenza.worker.operators.stateful import StatefulStep
+from cadenza.worker.operators.stateful import StatefulArgs, StatefulStep
 from cadenza.worker.operators.stateless import BranchOp, FilterOp, FlatMapOp, MapOp
 from cadenza.worker.operators.window_step import WindowOp
 from cadenza.worker.output import Output
@@ -89,6 +90,8 @@ class Task:
     ``stores`` are the state stores of this task's steps (a shared join's store appears in both of
     its tasks); :meth:`close` releases them. ``keyed`` are its key_by steps that send progress
     records downstream: the worker calls their ``broadcast_progress`` every ``progress_interval``.
+    ``processors`` are its process steps (also among ``windows``): the worker fires their wall-clock
+    timers from its loop, and :meth:`close` closes their processors.
     """
 
     subtopology: SubTopology
@@ -97,6 +100,7 @@ class Task:
     windows: list[StatefulStep] = field(default_factory=list)
     stores: list[StateStore] = field(default_factory=list)
     keyed: list[KeyByOp] = field(default_factory=list)
+    processors: list[ProcessOp] = field(default_factory=list)
 
     def decode(self, message: Message, topic: str, partition: int, offset: int) -> Unit | None:
         return self.decoder.decode(message, topic, partition, offset)
@@ -105,7 +109,10 @@ class Task:
         self.root.process(unit, unit.key, unit.value, unit.event_time, None)
 
     def close(self) -> None:
-        """Release the state stores (files of a RocksDB store); safe to call more than once."""
+        """Close the processors and release the state stores (files of a RocksDB store); safe to call
+        more than once."""
+        for step in self.processors:
+            step.close_processors()
         for store in self.stores:
             store.close()
 
@@ -136,9 +143,11 @@ class _Builder:
         partitions: Mapping[str, int] | None,
         hooks: OperatorHooks | None,
         clock: Callable[[], float],
+        wall_clock: Callable[[], float],
     ) -> None:
         self.hooks = hooks
         self.clock = clock
+        self.wall_clock = wall_clock
         self.graph = graph
         self.sub = sub
         self.subtopologies = subtopologies
@@ -156,6 +165,7 @@ class _Builder:
         self.windows: list[StatefulStep] = []
         self.task_stores: list[StateStore] = []
         self.keyed: list[KeyByOp] = []
+        self.processors: list[ProcessOp] = []
         #: Per source step and output port, its consumers and which of their inputs each port feeds.
         self.ports: dict[str, dict[int, list[tuple[str, int]]]] = {}
         for edge in graph.edges:
@@ -206,7 +216,7 @@ class _Builder:
         root = self.downstream(sub.entry)
         if sub.input_kind == "repartition" and sub.needs_event_time:
             root = ProgressGate(sub.entry, root, self.windows)
-        return Task(sub, decoder, root, self.windows, self.task_stores, self.keyed)
+        return Task(sub, decoder, root, self.windows, self.task_stores, self.keyed, self.processors)
 
     def sources_of(self, sub: SubTopology) -> tuple[int, ...] | None:
         """The watermark inputs of a window or join reading ``sub``'s topic (``None``: not known)."""
@@ -228,130 +238,41 @@ class _Builder:
         )
 
     def operator(self, node_id: str) -> Operator:
-        graph, dead, counters = self.graph, self.dead, self.counters
-        node = graph.node(node_id)
-        functions = graph.functions.get(node_id, NodeFunctions())
-        kind = node.kind
-        if kind == "sink":
-            return self.sink(node_id)
-        if kind == "map":
-            return MapOp(node_id, _fn(functions, graph, node_id), self.downstream(node_id), dead)
-        if kind == "filter":
-            return FilterOp(node_id, _fn(functions, graph, node_id), self.downstream(node_id), dead)
-        if kind == "flat_map":
-            return FlatMapOp(node_id, _fn(functions, graph, node_id), self.downstream(node_id), dead)
-        if kind == "key_by" and node.repartition_topic is not None:
-            topic = node.repartition_topic
-            readers_need = any(s.input_topic == topic and s.needs_event_time for s in self.subtopologies)
-            count = self.partitions.get(topic, 0) if self.partitions is not None and readers_need else 0
-            stamp, metrics, release = (
-                (None, None, None)
-                if self.hooks is None
-                else self.hooks.key_by(graph, self.sub, node_id, topic)
-            )
-            keyed = KeyByOp(
-                node_id,
-                _fn(functions, graph, node_id),
-                topic,
-                output=self.output,
-                dead=dead,
-                counters=counters,
-                partitions=count,
-                stamp=stamp,
-                metrics=metrics,
-                release=release,
-            )
-            if count:
-                self.keyed.append(keyed)
-            return keyed
-        if kind == "branch":
-            ports = tuple(self.downstream(node_id, port) for port in range(len(functions.predicates)))
-            return BranchOp(node_id, functions.predicates, ports, dead)
-        if kind == "window_aggregate":
-            return self.window(node_id)
-        if kind == "join":
-            return self.join(node_id)
-        raise UnsupportedStepError(
-            f"pipeline {graph.name!r}, step {node_id!r}: {kind} is not supported by the worker yet"
-        )
-
-    def sink(self, node_id: str) -> SinkOp:
-        node = self.graph.node(node_id)
-        # An Avro sink never receives window results: PipelineGraph refuses that graph.
-        fmt: TopicFormat = "avro" if node.parameters.get("format") == "avro" else "json"
-        topic = str(node.parameters["topic"])
-        return SinkOp(
-            node_id,
-            topic,
-            fmt,
-            output=self.output,
-            dead=self.dead,
-            counters=self.counters,
-            registry_client=self.registry_client,
-            stamp=None if self.hooks is None else self.hooks.sink(self.graph, self.sub, node_id),
-            codec=self.graph.functions.get(node_id, NodeFunctions()).codec,
-        )
-
-    def window(self, node_id: str) -> WindowOp:
-        graph = self.graph
-        node = graph.node(node_id)
-        spec = node.window_spec()
-        if spec is None or node.changelog_topic is None:
+        """Build step ``node_id`` with the builder its kind registered (see :func:`register_step`)."""
+        kind = self.graph.node(node_id).kind
+        build = STEP_BUILDERS.get(kind)
+        if build is None:
             raise UnsupportedStepError(
-                f"pipeline {graph.name!r}, step {node_id!r}: a window aggregate needs a window spec and "
-                "a changelog topic"
+                f"pipeline {self.graph.name!r}, step {node_id!r}: {kind} is not supported by the worker yet"
             )
-        source = graph.node(upstream_source(graph, node_id))
-        store = self.new_store(node_id)
-        window = WindowOp(
-            node_id,
-            spec,
-            graph.functions.get(node_id, NodeFunctions()),
-            allowed_lateness=float(str(node.parameters.get("allowed_lateness_s", 0.0))),
-            max_out_of_orderness=float(str(source.parameters.get("max_out_of_orderness_s", 0.0))),
-            changelog_topic=node.changelog_topic,
-            next=self.downstream(node_id),
-            dead=self.dead,
-            counters=self.counters,
-            store=store,
-            idle_timeout=self.idle_timeout,
-            clock=self.clock,
-            inputs=self.sources_of(self.sub),
-            close_wait=None if self.hooks is None else self.hooks.close_wait(graph, node_id),
-        )
-        self.windows.append(window)
-        return window
+        return build(self, node_id)
 
-    def join(self, node_id: str) -> JoinOp:
-        graph = self.graph
-        node = graph.node(node_id)
-        if node.changelog_topic is None or len(node.upstream) != 2:
+    def fn(self, node_id: str) -> Callable[..., Any]:
+        """The user function of step ``node_id`` (a clear error for a graph that lacks it)."""
+        return _fn(self.graph.functions.get(node_id, NodeFunctions()), self.graph, node_id)
+
+    def disorder(self, node_id: str) -> float:
+        """The bound on out-of-orderness of the source feeding ``node_id``."""
+        source = self.graph.node(upstream_source(self.graph, node_id))
+        return float(str(source.parameters.get("max_out_of_orderness_s", 0.0)))
+
+    def stateful(self, node_id: str, what: str, disorder: float) -> StatefulArgs:
+        """What every stateful step ``node_id`` (``what``, for messages) is built with: its changelog
+        topic, downstream, dead letters, counters, a new store, the idle timeout and the clock."""
+        topic = self.graph.node(node_id).changelog_topic
+        if topic is None:
             raise UnsupportedStepError(
-                f"pipeline {graph.name!r}, step {node_id!r}: a join needs two inputs and a changelog topic"
+                f"pipeline {self.graph.name!r}, step {node_id!r}: {what} needs a changelog topic"
             )
-        # Event time of both sides meets in one watermark: allow the larger of their sources' disorder.
-        disorder = max(
-            float(str(graph.node(upstream_source(graph, up)).parameters.get("max_out_of_orderness_s", 0.0)))
-            for up in node.upstream
-        )
-        functions = graph.functions.get(node_id, NodeFunctions())
-        how = node.parameters.get("how", "inner")
-        return JoinOp(
-            node_id,
-            within=float(str(node.parameters.get("within_s", 0.0))),
-            allowed_lateness=float(str(node.parameters.get("allowed_lateness_s", 0.0))),
-            on=functions.on,
+        return StatefulArgs(
             max_out_of_orderness=disorder,
-            changelog_topic=node.changelog_topic,
+            changelog_topic=topic,
             next=self.downstream(node_id),
             dead=self.dead,
             counters=self.counters,
             store=self.new_store(node_id),
             idle_timeout=self.idle_timeout,
             clock=self.clock,
-            sources=self.join_sources(node_id),
-            how="left" if how == "left" else "outer" if how == "outer" else "inner",
-            joiner=functions.fn,
         )
 
     def join_sources(self, node_id: str) -> dict[int, tuple[int, ...]]:
@@ -373,6 +294,154 @@ class _Builder:
         return store
 
 
+StepBuilder = Callable[[_Builder, str], Operator]
+"""Builds the runtime operator of one step (by id) of the builder's sub-topology, its downstream built."""
+
+STEP_BUILDERS: dict[str, StepBuilder] = {}
+"""Step kind -> its builder. Consulted once per step when tasks are built, never per record: the
+operators are then a plain chain of calls."""
+
+
+def register_step(kind: str) -> Callable[[StepBuilder], StepBuilder]:
+    """Register the builder of step ``kind``; every built-in kind registers below."""
+
+    def register(build: StepBuilder) -> StepBuilder:
+        if kind in STEP_BUILDERS:
+            raise ValueError(f"step kind {kind!r} already has a builder")
+        STEP_BUILDERS[kind] = build
+        return build
+
+    return register
+
+
+@register_step("map")
+def _map(b: _Builder, node_id: str) -> Operator:
+    return MapOp(node_id, b.fn(node_id), b.downstream(node_id), b.dead)
+
+
+@register_step("filter")
+def _filter(b: _Builder, node_id: str) -> Operator:
+    return FilterOp(node_id, b.fn(node_id), b.downstream(node_id), b.dead)
+
+
+@register_step("flat_map")
+def _flat_map(b: _Builder, node_id: str) -> Operator:
+    return FlatMapOp(node_id, b.fn(node_id), b.downstream(node_id), b.dead)
+
+
+@register_step("branch")
+def _branch(b: _Builder, node_id: str) -> Operator:
+    predicates = b.graph.functions.get(node_id, NodeFunctions()).predicates
+    ports = tuple(b.downstream(node_id, port) for port in range(len(predicates)))
+    return BranchOp(node_id, predicates, ports, b.dead)
+
+
+@register_step("key_by")
+def _key_by(b: _Builder, node_id: str) -> Operator:
+    graph = b.graph
+    topic = graph.node(node_id).repartition_topic
+    if topic is None:
+        raise UnsupportedStepError(
+            f"pipeline {graph.name!r}, step {node_id!r}: a key_by needs a repartition topic"
+        )
+    readers_need = any(s.input_topic == topic and s.needs_event_time for s in b.subtopologies)
+    count = b.partitions.get(topic, 0) if b.partitions is not None and readers_need else 0
+    stamp, metrics, release = (
+        (None, None, None) if b.hooks is None else b.hooks.key_by(graph, b.sub, node_id, topic)
+    )
+    keyed = KeyByOp(
+        node_id,
+        b.fn(node_id),
+        topic,
+        output=b.output,
+        dead=b.dead,
+        counters=b.counters,
+        partitions=count,
+        stamp=stamp,
+        metrics=metrics,
+        release=release,
+    )
+    if count:
+        b.keyed.append(keyed)
+    return keyed
+
+
+@register_step("sink")
+def _sink(b: _Builder, node_id: str) -> Operator:
+    node = b.graph.node(node_id)
+    # An Avro sink never receives window results: PipelineGraph refuses that graph.
+    fmt: TopicFormat = "avro" if node.parameters.get("format") == "avro" else "json"
+    return SinkOp(
+        node_id,
+        str(node.parameters["topic"]),
+        fmt,
+        output=b.output,
+        dead=b.dead,
+        counters=b.counters,
+        registry_client=b.registry_client,
+        stamp=None if b.hooks is None else b.hooks.sink(b.graph, b.sub, node_id),
+        codec=b.graph.functions.get(node_id, NodeFunctions()).codec,
+    )
+
+
+@register_step("window_aggregate")
+def _window(b: _Builder, node_id: str) -> Operator:
+    graph = b.graph
+    node = graph.node(node_id)
+    spec = node.window_spec()
+    if spec is None:
+        raise UnsupportedStepError(
+            f"pipeline {graph.name!r}, step {node_id!r}: a window aggregate needs a window spec"
+        )
+    window = WindowOp(
+        node_id,
+        spec,
+        graph.functions.get(node_id, NodeFunctions()),
+        allowed_lateness=float(str(node.parameters.get("allowed_lateness_s", 0.0))),
+        **b.stateful(node_id, "a window aggregate", b.disorder(node_id)),
+        inputs=b.sources_of(b.sub),
+        close_wait=None if b.hooks is None else b.hooks.close_wait(graph, node_id),
+    )
+    b.windows.append(window)
+    return window
+
+
+@register_step("process")
+def _process(b: _Builder, node_id: str) -> Operator:
+    step = ProcessOp(
+        node_id,
+        b.fn(node_id),
+        **b.stateful(node_id, "a process step", b.disorder(node_id)),
+        wall_clock=b.wall_clock,
+        inputs=b.sources_of(b.sub),
+    )
+    b.windows.append(step)
+    b.processors.append(step)
+    return step
+
+
+@register_step("join")
+def _join(b: _Builder, node_id: str) -> Operator:
+    graph = b.graph
+    node = graph.node(node_id)
+    if len(node.upstream) != 2:
+        raise UnsupportedStepError(f"pipeline {graph.name!r}, step {node_id!r}: a join needs two inputs")
+    # Event time of both sides meets in one watermark: allow the larger of their sources' disorder.
+    disorder = max(b.disorder(up) for up in node.upstream)
+    functions = graph.functions.get(node_id, NodeFunctions())
+    how = node.parameters.get("how", "inner")
+    return JoinOp(
+        node_id,
+        within=float(str(node.parameters.get("within_s", 0.0))),
+        allowed_lateness=float(str(node.parameters.get("allowed_lateness_s", 0.0))),
+        on=functions.on,
+        **b.stateful(node_id, "a join", disorder),
+        sources=b.join_sources(node_id),
+        how="left" if how == "left" else "outer" if how == "outer" else "inner",
+        joiner=functions.fn,
+    )
+
+
 def build_tasks(
     graph: PipelineGraph,
     output: Output,
@@ -385,6 +454,7 @@ def build_tasks(
     partitions: Mapping[str, int] | None = None,
     hooks: OperatorHooks | None = None,
     clock: Callable[[], float] = time.monotonic,
+    wall_clock: Callable[[], float] = time.time,
 ) -> list[Task]:
     """One task per sub-topology of ``graph`` (see :func:`cadenza.worker.topology.split`).
 
@@ -394,6 +464,7 @@ def build_tasks(
     all their watermark inputs up front (without it they learn them from the records). ``hooks``:
     contexts and metrics for the steps that write (none: they stamp and count nothing). ``clock``:
     what watermark idle timeouts are measured on (a test driver passes its virtual clock).
+    ``wall_clock``: what process steps' wall-clock timers are measured on (epoch seconds).
     """
     subtopologies = split(graph) if subtopologies is None else subtopologies
     for functions in graph.functions.values():  # the models repartition and changelog bytes may name
@@ -433,6 +504,7 @@ def build_tasks(
             partitions=partitions,
             hooks=hooks,
             clock=clock,
+            wall_clock=wall_clock,
         ).task()
         for sub in subtopologies
     ]

@@ -123,7 +123,7 @@ def split(graph: PipelineGraph) -> list[SubTopology]:
     def needs_event_time(entry: str) -> bool:
         if entry not in needs:
             nodes = members[entry]
-            needs[entry] = any(kinds[n] in ("window_aggregate", "join") for n in nodes) or any(
+            needs[entry] = any(kinds[n] in ("window_aggregate", "join", "process") for n in nodes) or any(
                 needs_event_time(n) for n in nodes if kinds[n] == "key_by"
             )
         return needs[entry]

@@ -28,6 +28,7 @@ class Unit:
 
     __slots__ = (
         "ctx",
+        "emitted",
         "enqueued",
         "event_time",
         "key",
@@ -76,6 +77,10 @@ class Unit:
         self.trace_id = 0
         #: ``perf_counter()`` when the unit was queued (its queue wait is measured from here).
         self.enqueued = 0.0
+        #: How many records key_by steps produced from this unit so far: the next one's sequence number
+        #: in its origin header. Kept on the unit, so a unit that emits again later (a processor's
+        #: timer firing with the partition's last unit) continues its sequence, never repeats it.
+        self.emitted = 0
         #: The consumed record's in-flight entry (see :mod:`cadenza.worker.inflight`); the offset is
         #: committable once every unit of the record ran.
         self.pending: Pending | None = None

@@ -81,10 +81,8 @@ class KeyByOp(Operator):
 
     __slots__ = (
         "_due",
-        "_last",
         "_progress",
         "_sent",
-        "_seq",
         "counters",
         "dead",
         "fn",
@@ -119,8 +117,6 @@ class KeyByOp(Operator):
         self.counters = counters
         #: Partitions of ``topic`` to send progress records to; 0: its reader keeps no watermark.
         self.partitions = partitions
-        self._last: Unit | None = None
-        self._seq = 0
         #: Per input partition, the largest event time handed to this step, and the largest sent.
         self._progress: dict[int, float] = {}
         self._sent: dict[int, float] = {}
@@ -147,7 +143,7 @@ class KeyByOp(Operator):
                 progress[unit.partition] = event_time
                 if event_time >= self._due.get(unit.partition, _INF):
                     self.urgent = True
-        seq = self._seq + 1 if unit is self._last else 0
+        seq = unit.emitted
         try:
             new_key = self.fn(value)
             key_bytes = encode_key(new_key)
@@ -167,8 +163,7 @@ class KeyByOp(Operator):
         except BaseException as exc:
             self.dead.function_failed(unit, self.node_id, exc)
             return
-        self._last = unit
-        self._seq = seq
+        unit.emitted = seq + 1
         try:
             self.output.produce(self.topic, value_bytes, key_bytes, headers)
         except RecordTooLargeError as exc:

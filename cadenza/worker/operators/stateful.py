@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Hashable, Iterable
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from cadenza.operators import WatermarkTracker
 from cadenza.state import ChangelogView, ChangelogWrite, InMemoryStateStore, Position, StateStore
@@ -22,9 +22,10 @@ from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
 from cadenza.worker.unit import Unit
 
-__all__ = ["StatefulOperator", "StatefulStep"]
+__all__ = ["StatefulArgs", "StatefulOperator", "StatefulStep"]
 
 _log = logging.getLogger("cadenza.worker")
+_NEG_INF = float("-inf")
 
 
 class StatefulStep(Protocol):
@@ -63,6 +64,19 @@ class StatefulStep(Protocol):
     def idle_timeouts(self) -> int:
         """How many times the idle timeout of one of the step's watermark inputs fired."""
         ...
+
+
+class StatefulArgs(TypedDict):
+    """The keyword arguments of :class:`StatefulOperator`, which a step passes on as they are."""
+
+    max_out_of_orderness: float
+    changelog_topic: str
+    next: Operator
+    dead: DeadLetters
+    counters: WorkerCounters
+    store: NotRequired[StateStore | None]
+    idle_timeout: NotRequired[float | None]
+    clock: NotRequired[Callable[[], float]]
 
 
 class StatefulOperator(Operator):
@@ -147,6 +161,45 @@ class StatefulOperator(Operator):
         self.partitions.pop(partition, None)
         self.store.drop(partition)
         self.touched.discard(partition)
+
+    # The record bookkeeping window and process steps share; ``part`` has ``skip_below``, ``origins``,
+    # ``current``, ``tracker``, ``event_times`` and ``next_offset``.
+
+    def _resume(self, part: Any, position: Position) -> None:
+        """Take up a restored partition where its changelog position says it stood."""
+        part.skip_below = position.offset
+        part.origins = dict(position.origins)
+        part.event_times = dict(position.event_times)
+        for source, event_time in position.event_times.items():
+            part.tracker.observe(source, event_time)
+
+    def _fresh(self, part: Any, unit: Unit) -> bool:
+        """Whether ``unit`` is new to ``part``'s state: not below its restored position and, read from a
+        repartition topic, not a copy of a record an upstream wrote twice (what is skipped is counted)."""
+        if unit.offset < part.skip_below:
+            self.counters.replay_skipped += 1
+            return False
+        origin = unit.origin
+        if origin is not None and unit is not part.current:
+            part.current = unit
+            mark = (origin[1], origin[2])
+            seen = part.origins.get(origin[0])
+            if seen is not None and mark <= seen:
+                part.current = None  # every value of this unit is a copy
+                self.counters.replay_skipped += 1
+                return False
+            part.origins[origin[0]] = mark
+        return True
+
+    def _observed(self, part: Any, partition: int, source: int, event_time: float, offset: int) -> None:
+        """Account input ``offset`` from watermark input ``source`` at ``event_time`` (a record's or a
+        progress record's) in the watermark and the changelog position."""
+        part.tracker.observe(source, event_time)
+        event_times = part.event_times
+        if event_time > event_times.get(source, _NEG_INF):
+            event_times[source] = event_time
+        part.next_offset = offset + 1
+        self.touched.add(partition)
 
     def _position(self, part: Any) -> Position:
         """Where partition ``part``'s state stands, for its changelog marker."""

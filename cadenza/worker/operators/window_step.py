@@ -26,7 +26,6 @@ state already holds it (see :mod:`cadenza.state.changelog`).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -56,8 +55,6 @@ from cadenza.worker.unit import Unit
 from cadenza.worker.wire import result_event_time
 
 __all__ = ["WindowOp", "aggregator_of", "assigner_of"]
-
-_NEG_INF = -math.inf
 
 
 def assigner_of(
@@ -184,11 +181,7 @@ class WindowOp(StatefulOperator):
         part = self._open(partition, entries)
         if position is None:
             return
-        part.skip_below = position.offset
-        part.origins = dict(position.origins)
-        part.event_times = dict(position.event_times)
-        for source, event_time in position.event_times.items():
-            part.tracker.observe(source, event_time)
+        self._resume(part, position)
         # The aggregation's own watermark comes back as it was (the tracker's minimum may be lower if an
         # input was idle then), so records late before the crash stay late after it.
         part.pending = part.aggregation.advance(
@@ -206,20 +199,8 @@ class WindowOp(StatefulOperator):
         part = self.partitions.get(partition)
         if part is None:
             part = self._open(partition)
-        offset = unit.offset
-        if offset < part.skip_below:
-            self.counters.replay_skipped += 1
+        if not self._fresh(part, unit):
             return
-        origin = unit.origin
-        if origin is not None and unit is not part.current:
-            part.current = unit
-            mark = (origin[1], origin[2])
-            seen = part.origins.get(origin[0])
-            if seen is not None and mark <= seen:
-                part.current = None  # every value of this unit is a copy
-                self.counters.replay_skipped += 1
-                return
-            part.origins[origin[0]] = mark
         if part.pending_failures:
             failed, part.pending_failures = part.pending_failures, []
             for failure in failed:
@@ -258,13 +239,8 @@ class WindowOp(StatefulOperator):
             watermark = aggregation.watermark
             for missed in late:
                 self.dead.late(unit, self.node_id, missed, value, watermark)
-        source = 0 if origin is None else origin[0]
-        part.tracker.observe(source, event_time)
-        event_times = part.event_times
-        if event_time > event_times.get(source, _NEG_INF):
-            event_times[source] = event_time
-        part.next_offset = offset + 1
-        self.touched.add(partition)
+        origin = unit.origin
+        self._observed(part, partition, 0 if origin is None else origin[0], event_time, unit.offset)
         failures: list[WindowFailure] = []
         results = aggregation.advance(part.tracker.watermark(), on_error=failures.append)
         for failure in failures:  # the user's result() raised while closing these windows
@@ -285,11 +261,7 @@ class WindowOp(StatefulOperator):
         if unit.offset < part.skip_below:
             return
         part.current = None
-        part.tracker.observe(source, event_time)
-        if event_time > part.event_times.get(source, _NEG_INF):
-            part.event_times[source] = event_time
-        part.next_offset = unit.offset + 1
-        self.touched.add(partition)
+        self._observed(part, partition, source, event_time, unit.offset)
         if part.pending_failures:
             failed, part.pending_failures = part.pending_failures, []
             for failure in failed:
