@@ -132,6 +132,18 @@ class WatermarkTracker:
         if self._idle_timeout is not None:
             clock.last_active = self._clock()
 
+    def heard(self, partition: Hashable) -> None:
+        """A record of ``partition`` came that moves no event time: a copy of one already counted, or
+        one the restored state already holds. The input is replaying, not silent, so its idle timeout
+        starts again; otherwise a replay longer than the timeout would let the watermark pass the
+        records the replay leads up to, and make them late."""
+        clock = self._partitions.get(partition)
+        if clock is not None:
+            clock.idle = False
+            clock.timed_out = False
+            if self._idle_timeout is not None:
+                clock.last_active = self._clock()
+
     def mark_idle(self, partition: Hashable) -> None:
         """Let ``partition`` stop holding the watermark back until its next record."""
         clock = self._partitions.get(partition)

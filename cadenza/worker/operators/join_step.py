@@ -218,23 +218,23 @@ class JoinOp(StatefulOperator):
                 partition,
             )
         offset = unit.offset
+        origin = unit.origin
+        upstream = 0 if origin is None else origin[0]
         if offset < part.skip_below.get(side, -1):
             self.counters.replay_skipped += 1
+            part.tracker.heard(_input_id(upstream, side))  # replaying is not being silent
             return
-        origin = unit.origin
-        upstream = 0
-        if origin is not None:
-            upstream = origin[0]
-            if unit is not part.current[side]:
-                part.current[side] = unit
-                input_id = _input_id(upstream, side)
-                mark = (origin[1], origin[2])
-                seen = part.origins.get(input_id)
-                if seen is not None and mark <= seen:
-                    part.current[side] = None  # every value of this unit is a copy
-                    self.counters.replay_skipped += 1
-                    return
-                part.origins[input_id] = mark
+        if origin is not None and unit is not part.current[side]:
+            part.current[side] = unit
+            input_id = _input_id(upstream, side)
+            mark = (origin[1], origin[2])
+            seen = part.origins.get(input_id)
+            if seen is not None and mark <= seen:
+                part.current[side] = None  # every value of this unit is a copy
+                self.counters.replay_skipped += 1
+                part.tracker.heard(input_id)
+                return
+            part.origins[input_id] = mark
         join = part.join
         try:
             encode_key(key)  # state must reach the changelog: refuse what cannot, before it is stored

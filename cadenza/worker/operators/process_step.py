@@ -363,9 +363,8 @@ class ProcessOp(StatefulOperator):
         part = self.partitions.get(partition)
         if part is None:
             part = self._open(partition)
-        if unit.offset < part.skip_below:
+        if not self._fresh_progress(part, unit, source):
             return
-        part.current = None
         part.last = unit
         self._observed(part, partition, source, event_time, unit.offset)
         self._advance(part, partition, unit)

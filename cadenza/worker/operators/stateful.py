@@ -176,10 +176,11 @@ class StatefulOperator(Operator):
     def _fresh(self, part: Any, unit: Unit) -> bool:
         """Whether ``unit`` is new to ``part``'s state: not below its restored position and, read from a
         repartition topic, not a copy of a record an upstream wrote twice (what is skipped is counted)."""
+        origin = unit.origin
         if unit.offset < part.skip_below:
             self.counters.replay_skipped += 1
+            part.tracker.heard(0 if origin is None else origin[0])
             return False
-        origin = unit.origin
         if origin is not None and unit is not part.current:
             part.current = unit
             mark = (origin[1], origin[2])
@@ -187,8 +188,17 @@ class StatefulOperator(Operator):
             if seen is not None and mark <= seen:
                 part.current = None  # every value of this unit is a copy
                 self.counters.replay_skipped += 1
+                part.tracker.heard(origin[0])
                 return False
             part.origins[origin[0]] = mark
+        return True
+
+    def _fresh_progress(self, part: Any, unit: Unit, source: int) -> bool:
+        """Whether progress record ``unit`` from upstream ``source`` is new to ``part``'s state."""
+        if unit.offset < part.skip_below:
+            part.tracker.heard(source)
+            return False
+        part.current = None
         return True
 
     def _observed(self, part: Any, partition: int, source: int, event_time: float, offset: int) -> None:

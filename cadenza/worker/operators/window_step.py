@@ -258,9 +258,8 @@ class WindowOp(StatefulOperator):
         part = self.partitions.get(partition)
         if part is None:
             part = self._open(partition)
-        if unit.offset < part.skip_below:
+        if not self._fresh_progress(part, unit, source):
             return
-        part.current = None
         self._observed(part, partition, source, event_time, unit.offset)
         if part.pending_failures:
             failed, part.pending_failures = part.pending_failures, []
