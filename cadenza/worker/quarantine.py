@@ -20,13 +20,11 @@ topic ``cadenza-quarantine``, as one *mark* per group and input partition (a :cl
   else runs meanwhile), each behind a durable marker (``running`` = its offset, produced and
   flushed before the record runs), so a death there pins the exact record. The first record at or
   above the range ends the suspicion (the marker is cleared before it runs).
-- **Two deaths make a poison pill.** Each marker carries the deaths its record was (or may have
-  been) running at: the pinned deaths of that record, or, after a death that pinned no record, one
-  for every record of its range (the record that was running is one of them). A mark whose
-  ``running`` record already carried a death makes this its second: it is dead-lettered
-  (``quarantined``, value, key and headers kept, the reason naming the deaths) and skipped. A record
-  that dies once but passes on its retry is not quarantined: the next marker carries no death for
-  the next record (the death is settled once the records of its range ran alone).
+- **Two deaths pin a poison pill.** A mark whose ``running`` record was already the marker at the
+  death before (``deaths`` carries the count) makes it the second death of that record: it is
+  dead-lettered (``quarantined``, value, key and headers kept, the reason naming the deaths) and
+  skipped. A record that dies once but passes on its retry is not quarantined: the next marker
+  carries no deaths for it.
 - **A hang is a death too.** A watchdog thread sees a user call running past ``hang_timeout``
   (default: 80 % of ``max.poll.interval.ms``): it writes the marker itself and logs an ERROR, so the
   hang is pinned even before the group declares the partitions lost. If the call returns before
@@ -34,11 +32,8 @@ topic ``cadenza-quarantine``, as one *mark* per group and input partition (a :cl
   :class:`HungRecordError`, so ``cadenza worker`` starts a fresh worker in place, which reads the
   mark and counts the death) and ``/healthz`` reports it dead meanwhile.
 
-So a record that kills every worker running it is quarantined after two deaths, whether the first
-was pinned (a hang, or a death in the serial mode) or only narrowed to a range: a record running
-alone that dies after such a death had been in flight at both. The price is a rare false positive: a
-record that crashes its worker once, running alone just after an unrelated death of the same range
-(an eviction, say), counts both and is quarantined.
+The first death of a record that ran outside the serial mode is not pinned (only its range is), so
+the rule quarantines a record at the third death at most: one that narrows the range, two pinned.
 
 The watchdog finds the running record of the normal path without any per-record bookkeeping: it
 reads the locals ``unit``, ``started`` and ``finished`` of the worker's quantum loop (the code object
@@ -172,9 +167,6 @@ class _Partition:
     #: The record the last death was pinned on, and how many deaths in a row it has.
     pinned: int | None = None
     deaths: int = 0
-    #: Deaths every record of the suspect range may have been running at: 1 after a death that
-    #: pinned no record (its running record was one of the range), 0 when the death was pinned.
-    range_deaths: int = 0
     #: A record the watchdog pinned in the normal path (marker written by the watchdog).
     hung: int | None = None
     previous_owner: str = ""
@@ -211,7 +203,6 @@ class QuarantineBook:
         part.previous_owner = mark.owner
         part.lease = mark.high
         part.suspect_below = mark.high
-        part.range_deaths = 1 if mark.running is None else 0
         if mark.running is not None:
             part.pinned = mark.running
             part.deaths = mark.deaths + 1
@@ -228,12 +219,11 @@ class QuarantineBook:
             part.suspect_below = 0
             part.pinned = None
             part.deaths = 0
-            part.range_deaths = 0
             return Route.RUN, None if self.frozen else self._mark(part)
         if part.pinned == offset and part.deaths >= 2:
             return Route.QUARANTINE, None
         part.lease = max(part.lease, offset + 1)
-        deaths = part.deaths if part.pinned == offset else part.range_deaths
+        deaths = part.deaths if part.pinned == offset else 0
         return Route.ALONE, None if self.frozen else self._mark(part, running=offset, deaths=deaths)
 
     def quarantined(self, key: Key, offset: int) -> None:
