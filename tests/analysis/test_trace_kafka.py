@@ -45,6 +45,21 @@ def trace_of(reader: Reader, topic: str) -> list[Activity]:
     return [a for r in reader.records[topic] for a in decode_batch(r.value or b"")]
 
 
+def longest_unbroken(trace: list[Activity], worker: str, lo: float, hi: float) -> tuple[float, float]:
+    """The longest part of ``[lo, hi]`` that no ``waiting`` activity of ``worker`` overlaps."""
+    waits = sorted(
+        (a.start, a.end)
+        for a in trace
+        if a.worker == worker and a.kind == "waiting" and a.end > lo and a.start < hi
+    )
+    best, cursor = (lo, lo), lo
+    for start, end in [*waits, (hi, hi)]:
+        if start - cursor > best[1] - best[0]:
+            best = (cursor, start)
+        cursor = max(cursor, end)
+    return best
+
+
 def test_a_slowed_worker_ranks_first_among_stragglers(
     kafka_settings: KafkaSettings, new_topic: NewTopic
 ) -> None:
@@ -68,7 +83,6 @@ def test_a_slowed_worker_ranks_first_among_stragglers(
             time.sleep(0.1)
         produce(kafka_settings, source, items(per_partition, 0) + items(per_partition, 1))
         reader.wait_for(lambda got: len(got[sink]) >= 2 * per_partition, timeout=60, what="all outputs")
-        finished = time.time()
     with reading(kafka_settings, [activities]) as late:  # what the workers sent at close
         late.wait_for(
             lambda got: {a.worker for a in trace_of(late, activities)} >= {"slow", "fast"}, 30, "traces"
@@ -77,16 +91,14 @@ def test_a_slowed_worker_ranks_first_among_stragglers(
         trace = trace_of(late, activities)
     kinds = {a.kind for a in trace}
     assert {"processing", "waiting"} <= kinds
-    # Windows of 0.25 s while the slow worker works through its 400 x 4 ms, from the end of its last
-    # wait before that stretch: a wait cuts every path through a timeline, and an idle worker takes
-    # the first record that comes without waiting for the rest, so it may wait once more after it.
-    slow_runs = sorted(a.start for a in trace if a.worker == "slow" and a.kind == "processing")
-    middle = slow_runs[len(slow_runs) // 2]
-    begin = max(
-        [a.end for a in trace if a.worker == "slow" and a.kind == "waiting" and a.end <= middle],
-        default=slow_runs[0],
+    # Windows of 0.25 s in the slow worker's longest second of work without a wait (a wait cuts every
+    # path through a timeline; an idle worker takes the first record that comes, so it may wait
+    # again after it).
+    slow_runs = [a for a in trace if a.worker == "slow" and a.kind == "processing"]
+    begin, end = longest_unbroken(
+        trace, "slow", min(a.start for a in slow_runs), max(a.end for a in slow_runs)
     )
-    assert begin + 1.0 < finished, "the slow worker was not busy for a whole second"
+    assert end - begin >= 1.0, f"the slow worker never worked a whole second without a wait: {begin}-{end}"
     summaries = window_summaries(trace, begin, begin + 1.0, 0.25, workers=["slow", "fast"])
     assert summaries
     for s in summaries:
@@ -103,9 +115,7 @@ def test_a_cpu_heavy_operator_ranks_first(kafka_settings: KafkaSettings, new_top
         [heavy, light], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}", activities_topic=activities
     )
     n = 300
-    # A backlog: the worker finds every record there when it starts, so once it has begun it never
-    # waits for more (an idle worker takes the first record that comes, and a wait between two runs
-    # would cut the only timeline's every path).
+    # A backlog: the worker finds every record there when it starts, so it seldom waits between runs.
     started = time.time()
     produce(kafka_settings, light_in, items(n))
     produce(kafka_settings, heavy_in, items(n))
@@ -116,11 +126,15 @@ def test_a_cpu_heavy_operator_ranks_first(kafka_settings: KafkaSettings, new_top
         late.wait_for(lambda got: bool(got[activities]), 30, "the trace")
         late.settle(1.0)
         trace = trace_of(late, activities)
-    # The window the heavy operator's records were in the worker: a wait before (or after) them would
-    # cut the only timeline's every path.
+    # The longest stretch of the heavy operator's runs in which the worker never waited: a wait cuts
+    # the only timeline's every path, and even on a backlog the worker may wait for the broker's next
+    # fetch response when it has run through what the last one brought.
     runs = [a for a in trace if a.kind == "processing" and (a.operator or "").startswith(heavy.name + "/")]
-    begin, end = min(a.start for a in runs), max(a.end for a in runs)
-    assert started < begin < end < finished
+    first_run, last_run = min(a.start for a in runs), max(a.end for a in runs)
+    assert started < first_run < last_run < finished
+    (worker_id,) = {a.worker for a in runs}
+    begin, end = longest_unbroken(trace, worker_id, first_run, last_run)
+    assert end - begin >= 0.1, f"no 100 ms of the heavy runs without a wait: {begin}-{end}"
     (summary,) = window_summaries(trace, begin, end, end - begin)
     (first, share), *_ = top(summary.by_operator)
     assert first.startswith(heavy.name + "/"), summary.by_operator
