@@ -7,12 +7,12 @@ module that does not import, a class that is not a policy, options it does not t
 
 from __future__ import annotations
 
-import importlib
 import inspect
-from collections.abc import Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
 
 from cadenza.errors import ConfigError
+from cadenza.import_path import resolve_import_path
 from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policies import CameoPolicy, EdfPolicy, FairPolicy, FifoPolicy, SjfPolicy
 from cadenza.scheduling.policy import HOOKS, SchedulingPolicy
@@ -34,6 +34,8 @@ BUILTIN_POLICIES: dict[str, type[SchedulingPolicy]] = {
     "fair": FairPolicy,
 }
 
+_T = TypeVar("_T")
+
 _HINT = f"use one of {', '.join(BUILTIN_POLICIES)}, or 'package.module:ClassName' for a policy of your own"
 
 
@@ -47,23 +49,7 @@ def load_policy_class(name_or_import_path: str) -> type[SchedulingPolicy]:
         return builtin
     if ":" not in spec:
         raise ConfigError(f"unknown scheduling policy {spec!r}; {_HINT}")
-    module_name, _, attr_path = spec.partition(":")
-    if not module_name or not attr_path:
-        raise ConfigError(f"scheduling policy {spec!r} is not of the form 'package.module:ClassName'")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # anything a user module raises while importing is a configuration problem
-        raise ConfigError(
-            f"scheduling policy {spec!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
-        ) from exc
-    target: object = module
-    for part in attr_path.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise ConfigError(
-                f"scheduling policy {spec!r}: module {module_name!r} has no attribute {attr_path!r}"
-            ) from None
+    target = resolve_import_path(spec, "scheduling policy", "package.module:ClassName")
     if not inspect.isclass(target):
         raise ConfigError(f"scheduling policy {spec!r} is a {type(target).__name__}, not a class")
     return check_policy_class(target, spec)
@@ -143,15 +129,9 @@ def check_policy(policy: object, spec: str) -> SchedulingPolicy:
 def get_policy(name_or_import_path: str, **options: Any) -> SchedulingPolicy:
     """Create the policy named by ``name_or_import_path`` with ``options`` as constructor arguments."""
     cls = load_policy_class(name_or_import_path)
-    try:
-        policy = cls(**options)
-    except ConfigError:
-        raise
-    except Exception as exc:  # a user constructor may raise anything; it is still a setup error
-        raise ConfigError(
-            f"scheduling policy {name_or_import_path!r} cannot be created with options "
-            f"{sorted(options)}: {type(exc).__name__}: {exc}"
-        ) from exc
+    policy = _user_call(
+        name_or_import_path, f"cannot be created with options {sorted(options)}", lambda: cls(**options)
+    )
     return check_policy(policy, name_or_import_path)
 
 
@@ -165,13 +145,19 @@ def resolve_policy(policy: str | SchedulingPolicy, tenant_weights: Mapping[str, 
     if not isinstance(policy, str):
         return check_policy(policy, repr(policy))
     made = get_policy(policy)
+    _user_call(
+        policy,
+        f"refused the tenant weights {dict(tenant_weights)!r}",
+        lambda: made.set_tenant_weights(tenant_weights),
+    )
+    return made
+
+
+def _user_call(spec: str, failure: str, call: Callable[[], _T]) -> _T:
+    """``call()``, a policy's own code: whatever it raises is still a setup error, said as ``failure``."""
     try:
-        made.set_tenant_weights(tenant_weights)
+        return call()
     except ConfigError:
         raise
-    except Exception as exc:  # a user policy may raise anything; it is still a setup error
-        raise ConfigError(
-            f"scheduling policy {policy!r} refused the tenant weights {dict(tenant_weights)!r}: "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
-    return made
+    except Exception as exc:
+        raise ConfigError(f"scheduling policy {spec!r} {failure}: {type(exc).__name__}: {exc}") from exc
