@@ -271,12 +271,7 @@ class TaskSchedule:
         """
         headers = message.headers()
         if headers is None and self.from_source and self._shares:
-            kind, millis = message.timestamp()
-            arrival = now
-            if kind != TIMESTAMP_NOT_AVAILABLE:
-                stamped = millis / 1000.0
-                if 0.0 < stamped < now:
-                    arrival = stamped
+            arrival = _arrival(message, now)
             partition = unit.partition
             release = self.release
             close = None if release is None else release(partition, unit.event_time)
@@ -284,13 +279,7 @@ class TaskSchedule:
             if shared is not None and shared[0] == now and shared[1] == arrival and shared[2] == close:
                 unit.trace_id = new_trace_id()
                 return shared[3]
-            info = copy(self._fresh_info) if self._keeps_info else self._fresh_info
-            info.arrival_time = arrival
-            info.offset = unit.offset
-            info.partition = partition
-            info.trace_id = None
-            info.window_close_time = close
-            ctx = self.policy.build_ctx_at_source(info)
+            ctx = self._fresh(unit, arrival, close, None)
             self._shared[partition] = (now, arrival, close, ctx)
             unit.trace_id = ctx.trace_id
             return ctx
@@ -332,20 +321,32 @@ class TaskSchedule:
                 trace_id = ctx.trace_id
         elif not self.from_source and not is_progress(unit.origin):  # progress records carry none
             self.metrics.context_missing += 1
-        kind, millis = message.timestamp()
-        arrival = now
-        if kind != TIMESTAMP_NOT_AVAILABLE:
-            stamped = millis / 1000.0
-            if 0.0 < stamped < now:
-                arrival = stamped
+        release = self.release
+        close = None if release is None else release(unit.partition, unit.event_time)
+        return self._fresh(unit, _arrival(message, now), close, trace_id)
+
+    def _fresh(
+        self, unit: Unit, arrival: float, close: float | None, trace_id: int | None
+    ) -> SchedulingContext:
+        """A new source context for ``unit`` (arriving at ``arrival``, its window closing at ``close``)."""
         info = copy(self._fresh_info) if self._keeps_info else self._fresh_info
         info.arrival_time = arrival
         info.offset = unit.offset
         info.partition = unit.partition
         info.trace_id = trace_id
-        release = self.release
-        info.window_close_time = None if release is None else release(unit.partition, unit.event_time)
+        info.window_close_time = close
         return self.policy.build_ctx_at_source(info)
+
+
+def _arrival(message: Message, now: float) -> float:
+    """When a record arrived: its Kafka timestamp, unless absent or not before ``now`` (a producer's
+    clock ahead of ours), then ``now``, the admission time."""
+    kind, millis = message.timestamp()
+    if kind != TIMESTAMP_NOT_AVAILABLE:
+        stamped = millis / 1000.0
+        if 0.0 < stamped < now:
+            return stamped
+    return now
 
 
 class KeyByStamper:
