@@ -64,32 +64,20 @@ def encode_batch(worker_id: str, activities: list[Activity]) -> bytes:
     """Encode ``worker_id``'s activities; a message must be one that ``worker_id`` received."""
     rows: list[dict[str, Any]] = []
     for a in activities:
-        if a.is_message:
-            if a.to_worker != worker_id:
-                raise ValueError(f"{a.describe()} was not received by {worker_id!r}, which records it")
-            rows.append(
-                {
-                    "kind": a.kind,
-                    "start_us": _us(a.start),
-                    "end_us": _us(a.end),
-                    "operator": a.operator,
-                    "from_worker": a.worker,
-                    "topic": a.topic,
-                }
-            )
-        else:
-            if a.worker != worker_id:
-                raise ValueError(f"{a.describe()} is not on {worker_id!r}'s timeline")
-            rows.append(
-                {
-                    "kind": a.kind,
-                    "start_us": _us(a.start),
-                    "end_us": _us(a.end),
-                    "operator": a.operator,
-                    "from_worker": None,
-                    "topic": a.topic,
-                }
-            )
+        if a.is_message and a.to_worker != worker_id:
+            raise ValueError(f"{a.describe()} was not received by {worker_id!r}, which records it")
+        if not a.is_message and a.worker != worker_id:
+            raise ValueError(f"{a.describe()} is not on {worker_id!r}'s timeline")
+        rows.append(
+            {
+                "kind": a.kind,
+                "start_us": _us(a.start),
+                "end_us": _us(a.end),
+                "operator": a.operator,
+                "from_worker": a.worker if a.is_message else None,
+                "topic": a.topic,
+            }
+        )
     out = BytesIO()
     schemaless_writer(out, _PARSED, {"worker_id": worker_id, "activities": rows})
     return out.getvalue()

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -51,6 +51,16 @@ def load_benchmark(module: str) -> ModuleType:
     return importlib.import_module(module)
 
 
+def run_and_report(module: ModuleType, out: Path, **options: Any) -> dict[str, Any]:
+    """Run ``module``'s benchmark with ``options``, its progress lines and then its table on the
+    console; the result, for the command to judge."""
+    result: dict[str, Any] = module.run_benchmark(
+        out, progress=lambda line: console.print(line, highlight=False, markup=False), **options
+    )
+    console.print(module.format_table(result), highlight=False, markup=False)
+    return result
+
+
 QuickOption = Annotated[
     bool, typer.Option("--quick", help="One repetition of a smaller input: a few minutes at most.")
 ]
@@ -71,15 +81,9 @@ def throughput(out: OutOption, quick: QuickOption = False, bootstrap: BootstrapO
     """
     module = load_benchmark("bench_throughput")
     try:
-        result = module.run_benchmark(
-            out,
-            quick=quick,
-            bootstrap=bootstrap,
-            progress=lambda line: console.print(line, highlight=False, markup=False),
-        )
+        result = run_and_report(module, out, quick=quick, bootstrap=bootstrap)
     except module.PeerInstallError as exc:
         raise CadenzaError(str(exc)) from None
-    console.print(module.format_table(result), highlight=False, markup=False)
     failed = [name for name, entry in result["systems"].items() if entry["rps"] is None]
     if failed:
         raise CadenzaError(f"no successful run for {', '.join(failed)}; see the logs in {out / 'logs'}")
@@ -126,10 +130,7 @@ def s1(
         if quick
         else module.S1Config(systems=chosen, load=load)
     )
-    result = module.run_benchmark(
-        out, config=config, bootstrap=bootstrap, progress=lambda line: console.print(line, markup=False)
-    )
-    console.print(module.format_table(result), highlight=False, markup=False)
+    run_and_report(module, out, config=config, bootstrap=bootstrap)
 
 
 @bench_app.command("scaling")
@@ -142,10 +143,7 @@ def scaling(out: OutOption, quick: QuickOption = False, bootstrap: BootstrapOpti
     """
     module = load_benchmark("bench_scaling")
     config = module.quick_config() if quick else module.ScalingConfig()
-    result = module.run_benchmark(
-        out, config=config, bootstrap=bootstrap, progress=lambda line: console.print(line, markup=False)
-    )
-    console.print(module.format_table(result), highlight=False, markup=False)
+    run_and_report(module, out, config=config, bootstrap=bootstrap)
 
 
 @bench_app.command("overhead")
@@ -156,10 +154,7 @@ def overhead(out: OutOption, quick: QuickOption = False, bootstrap: BootstrapOpt
     Writes OUT/overhead.json with fifo_rps, cameo_rps, overhead_ratio (1 - cameo/fifo) and every run.
     """
     module = load_benchmark("bench_overhead")
-    result = module.run_benchmark(
-        out, quick=quick, bootstrap=bootstrap, progress=lambda line: console.print(line, markup=False)
-    )
-    console.print(module.format_table(result), highlight=False, markup=False)
+    run_and_report(module, out, quick=quick, bootstrap=bootstrap)
 
 
 StrategiesOption = Annotated[
@@ -191,9 +186,6 @@ def migration(
     if not chosen:
         raise CadenzaError("no strategy given; choose from all_at_once, cooperative, fluid")
     config = module.quick_config(strategies=chosen) if quick else module.MigrationConfig(strategies=chosen)
-    result = module.run_benchmark(
-        out, config=config, bootstrap=bootstrap, progress=lambda line: console.print(line, markup=False)
-    )
-    console.print(module.format_table(result), highlight=False, markup=False)
+    result = run_and_report(module, out, config=config, bootstrap=bootstrap)
     if not result["strategies"]:
         raise CadenzaError(f"no strategy ran to the end; see the logs in {out / 'logs'}")

@@ -23,7 +23,7 @@ from cadenza.scaling.ds2 import InstanceRates, decide, raw_parallelism
 from cadenza.scaling.workers import UnderPartitioned, workers_for
 from cadenza.scheduling.clock import Clock
 
-__all__ = ["Action", "ControllerSettings", "PoolController", "PoolDecision", "RateWindow"]
+__all__ = ["Action", "ControllerSettings", "PacedController", "PoolController", "PoolDecision", "RateWindow"]
 
 Action = Literal["wait", "warmup", "hold", "pending", "scale_up", "scale_down"]
 
@@ -114,8 +114,11 @@ class PoolDecision:
         }
 
 
-class PoolController:
-    """Turns rate windows into a desired worker count; call :meth:`evaluate` once per window."""
+class PacedController:
+    """What every pool controller shares, whatever its decision rule: the worker count it believes
+    is running, and the pacing of its decisions (no decision within ``warmup_s`` of a
+    reconfiguration, none more often than every ``policy_interval_s``), so that a benchmark of two
+    controllers compares only their rules."""
 
     def __init__(self, settings: ControllerSettings, clock: Clock, workers: int) -> None:
         self._settings = settings
@@ -123,7 +126,6 @@ class PoolController:
         self._workers = min(max(workers, settings.min_workers), settings.max_workers)
         self._reconfigured_at = clock.now()
         self._last_evaluation: float | None = None
-        self._streak: list[int] = []
 
     @property
     def workers(self) -> int:
@@ -134,6 +136,28 @@ class PoolController:
         """The pool changed outside the controller (a crash, a manual resize): warm up again."""
         self._workers = workers
         self._reconfigured_at = self._clock.now()
+
+    def _paced(self, now: float) -> tuple[Action, str] | None:
+        """Why no decision is due at ``now`` (action and reason), or ``None`` when one is (and the
+        evaluation it starts is then counted)."""
+        s = self._settings
+        if now - self._reconfigured_at < s.warmup_s:
+            return "warmup", f"within {s.warmup_s}s of the last reconfiguration"
+        if self._last_evaluation is not None and now - self._last_evaluation < s.policy_interval_s:
+            return "wait", f"less than {s.policy_interval_s}s since the last evaluation"
+        self._last_evaluation = now
+        return None
+
+
+class PoolController(PacedController):
+    """Turns rate windows into a desired worker count; call :meth:`evaluate` once per window."""
+
+    def __init__(self, settings: ControllerSettings, clock: Clock, workers: int) -> None:
+        super().__init__(settings, clock, workers)
+        self._streak: list[int] = []
+
+    def reconfigured(self, workers: int) -> None:
+        super().reconfigured(workers)
         self._streak.clear()
 
     def evaluate(self, window: RateWindow) -> PoolDecision:
@@ -159,11 +183,9 @@ class PoolController:
                 under_partitioned,
             )
 
-        if now - self._reconfigured_at < s.warmup_s:
-            return decision("warmup", f"within {s.warmup_s}s of the last reconfiguration")
-        if self._last_evaluation is not None and now - self._last_evaluation < s.policy_interval_s:
-            return decision("wait", f"less than {s.policy_interval_s}s since the last evaluation")
-        self._last_evaluation = now
+        paced = self._paced(now)
+        if paced is not None:
+            return decision(*paced)
 
         parallelism = decide(
             window.operators, window.edges, window.rates, window.source_rates, s.over_provisioning

@@ -7,7 +7,13 @@ benchmark changes only the decision rule.
 
 from __future__ import annotations
 
-from cadenza.scaling.controller import Action, ControllerSettings, PoolDecision, RateWindow
+from cadenza.scaling.controller import (
+    Action,
+    ControllerSettings,
+    PacedController,
+    PoolDecision,
+    RateWindow,
+)
 from cadenza.scheduling.clock import Clock
 
 __all__ = ["ThresholdController", "busy_share"]
@@ -32,7 +38,7 @@ def busy_share(window: RateWindow, workers: int) -> float:
     return total / workers
 
 
-class ThresholdController:
+class ThresholdController(PacedController):
     """+1 worker above ``high``, -1 below ``low`` of mean busy share, within min/max."""
 
     def __init__(
@@ -40,31 +46,17 @@ class ThresholdController:
     ) -> None:
         if not 0 <= low < high:
             raise ValueError(f"thresholds must satisfy 0 <= low < high, got low={low!r}, high={high!r}")
-        self._settings = settings
-        self._clock = clock
-        self._workers = min(max(workers, settings.min_workers), settings.max_workers)
-        self._reconfigured_at = clock.now()
-        self._last_evaluation: float | None = None
+        super().__init__(settings, clock, workers)
         self.high = high
         self.low = low
-
-    @property
-    def workers(self) -> int:
-        return self._workers
-
-    def reconfigured(self, workers: int) -> None:
-        self._workers = workers
-        self._reconfigured_at = self._clock.now()
 
     def evaluate(self, window: RateWindow) -> PoolDecision:
         now = self._clock.now()
         s = self._settings
         current = self._workers
-        if now - self._reconfigured_at < s.warmup_s:
-            return PoolDecision(now, "warmup", current, current, None, "warm-up")
-        if self._last_evaluation is not None and now - self._last_evaluation < s.policy_interval_s:
-            return PoolDecision(now, "wait", current, current, None, "policy interval")
-        self._last_evaluation = now
+        paced = self._paced(now)
+        if paced is not None:
+            return PoolDecision(now, paced[0], current, current, None, paced[1])
         share = busy_share(window, current)
         if share > self.high:
             proposed = min(current + 1, s.max_workers)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, TypeAlias
 
@@ -113,7 +114,13 @@ class Reply:
 
 
 class SchedulingPolicy(ABC):
-    """Cameo's policy interface: four context hooks and a priority.
+    """Cameo's policy interface: four context hooks and a priority, plus what the worker may rely on.
+
+    Everything the worker and the scheduler need to know about a policy is declared here, with a
+    default a third-party subclass inherits, so they read it directly instead of probing for it; the
+    policy loader (:func:`cadenza.scheduling.get_policy`) checks a class and the object it makes
+    against this contract once, at start-up
+    (:func:`~cadenza.scheduling.registry.check_policy`).
 
     ``priority`` is called by the scheduler for head records only. If a policy's priority can change
     while a record waits (it reads ``now`` or state the replies update), it sets ``time_dependent``
@@ -134,6 +141,46 @@ class SchedulingPolicy(ABC):
     time_dependent: ClassVar[bool] = False
     monotone_priority: ClassVar[bool] = False
     shares_source_contexts: ClassVar[bool] = False
+    keeps_hook_info: ClassVar[bool] = False
+    """Whether the policy keeps the :class:`SourceRecordInfo` and :class:`OperatorInfo` objects its
+    hooks receive beyond the call.
+
+    By default the worker hands the hooks one info object per sub-topology and overwrites its fields
+    before each call (one allocation fewer per record): a policy may read it during the call, not
+    later. A policy that stores it (to batch, to log asynchronously) sets this, and gets a fresh
+    object per call.
+    """
+
+    cost_model: CostModel | None = None
+    """The cost model the policy learns run times into, or ``None`` if it keeps none.
+
+    The worker registers each pipeline's DAG of sub-topologies in it at start-up (so path costs run
+    over that DAG), folds the statistics of ``cadenza stats`` into it and exposes it as
+    ``Worker.cost_model``. Every built-in keeps one (:class:`BasePolicy`).
+    """
+
+    @property
+    def postpones_tardy(self) -> bool:
+        """Whether every priority is ``d`` while ``now <= d`` and ``now + p`` after, with ``(d, p)``
+        from :meth:`deadline_parts`: the scheduler then keeps on-time and tardy heads in two heaps
+        (O(log n) per pick under overload) and never calls :meth:`priority`."""
+        return False
+
+    def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float]:
+        """``(d, p)`` of a head record, for a policy that :attr:`postpones_tardy`."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not postpone tardy records; deadline_parts is only called "
+            "on a policy whose postpones_tardy is true"
+        )
+
+    def set_tenant_weights(self, weights: Mapping[str, float]) -> None:
+        """Take the tenants' shares (``Pipeline(..., tenant_weight=...)``) of the pipelines it runs.
+
+        A worker given a policy by name calls this once, after creating it and before any record,
+        with every tenant of its pipelines. The default ignores them: only a policy that divides
+        the executor between tenants (``fair``) has a use for them.
+        """
+        return None
 
     @abstractmethod
     def build_ctx_at_source(self, record: SourceRecordInfo) -> SchedulingContext:
@@ -171,6 +218,8 @@ class BasePolicy(SchedulingPolicy):
     """
 
     shares_source_contexts: ClassVar[bool] = True
+
+    cost_model: CostModel
 
     def __init__(self, cost_model: CostModel | None = None) -> None:
         self.cost_model = cost_model if cost_model is not None else CostModel()

@@ -240,12 +240,12 @@ class Scheduler(Generic[K, T]):
         self._policy = policy
         self._priority = policy.priority
         self._deadline_parts: Callable[[SchedulingContext], tuple[float, float]] | None = None
-        if getattr(policy, "postpones_tardy", False):
+        if policy.postpones_tardy:
             self._mode = _TARDY
-            self._deadline_parts = policy.deadline_parts  # type: ignore[attr-defined]
-        elif not getattr(policy, "time_dependent", False):
+            self._deadline_parts = policy.deadline_parts
+        elif not policy.time_dependent:
             self._mode = _STATIC
-        elif getattr(policy, "monotone_priority", False):
+        elif policy.monotone_priority:
             self._mode = _MONOTONE
         else:
             self._mode = _SCAN

@@ -12,7 +12,6 @@ one line naming the spec, not a step with an ``AttributeError`` later.
 
 from __future__ import annotations
 
-import importlib
 import re
 import uuid
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from cadenza.errors import ConfigError
+from cadenza.import_path import resolve_import_path
 from cadenza.state.store import InMemoryStateStore, StateStore
 
 __all__ = [
@@ -85,25 +85,7 @@ def rocksdb_stores(state_dir: str | Path | None) -> StoreFactory:
 
 def load_store_factory(spec: str) -> Callable[[str], object]:
     """The callable behind ``package.module:factory`` (not yet checked to return stores)."""
-    module_name, _, attr_path = spec.partition(":")
-    if not module_name or not attr_path:
-        raise ConfigError(f"state store {spec!r} is not of the form 'package.module:factory'")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise ConfigError(f"state store {spec!r}: module {exc.name or module_name!r} not found") from exc
-    except Exception as exc:  # anything a user module raises while importing is a configuration problem
-        raise ConfigError(
-            f"state store {spec!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
-        ) from exc
-    target: object = module
-    for part in attr_path.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise ConfigError(
-                f"state store {spec!r}: module {module_name!r} has no attribute {attr_path!r}"
-            ) from None
+    target = resolve_import_path(spec, "state store", "package.module:factory")
     if not callable(target):
         raise ConfigError(
             f"state store {spec!r} is a {type(target).__name__}, not callable; a store factory takes the "

@@ -285,17 +285,23 @@ def check(value: Any) -> None:
 # -- decoding --------------------------------------------------------------------------------------
 
 
+def _sized(data: bytes, pos: int, what: str) -> tuple[int, int]:
+    """Where the payload of a length-prefixed ``what`` at ``pos`` starts and ends (checked to fit)."""
+    (length,) = _l_unpack(data, pos)
+    pos += 4
+    end = pos + length
+    if end > len(data):
+        raise ValueError(f"truncated {what}")
+    return pos, end
+
+
 def _decode(data: bytes, pos: int) -> tuple[Any, int]:
     tag = data[pos]
     pos += 1
     if tag == 0x69:  # i
         return _q_unpack(data, pos)[0], pos + 8
     if tag == 0x73:  # s
-        (length,) = _l_unpack(data, pos)
-        pos += 4
-        end = pos + length
-        if end > len(data):
-            raise ValueError("truncated str")
+        pos, end = _sized(data, pos, "str")
         return data[pos:end].decode("utf-8", "surrogatepass"), end
     if tag == 0x64:  # d
         return _d_unpack(data, pos)[0], pos + 8
@@ -325,18 +331,10 @@ def _decode(data: bytes, pos: int) -> tuple[Any, int]:
     if tag == 0x46:  # F
         return False, pos
     if tag == 0x62:  # b
-        (length,) = _l_unpack(data, pos)
-        pos += 4
-        end = pos + length
-        if end > len(data):
-            raise ValueError("truncated bytes")
+        pos, end = _sized(data, pos, "bytes")
         return data[pos:end], end
     if tag == 0x49:  # I
-        (length,) = _l_unpack(data, pos)
-        pos += 4
-        end = pos + length
-        if end > len(data):
-            raise ValueError("truncated int")
+        pos, end = _sized(data, pos, "int")
         return int.from_bytes(data[pos:end], "big", signed=True), end
     if tag == 0x44:  # D
         (count,) = _l_unpack(data, pos)
@@ -349,16 +347,9 @@ def _decode(data: bytes, pos: int) -> tuple[Any, int]:
             result[key], pos = _decode(data, pos)
         return result, pos
     if tag == 0x6D:  # m
-        (length,) = _l_unpack(data, pos)
-        pos += 4
-        path = data[pos : pos + length]
-        pos += length
-        model = resolve_model(path)
-        (length,) = _l_unpack(data, pos)
-        pos += 4
-        end = pos + length
-        if end > len(data):
-            raise ValueError("truncated model")
+        pos, end = _sized(data, pos, "model path")
+        model = resolve_model(data[pos:end])
+        pos, end = _sized(data, end, "model")
         return model.__pydantic_validator__.validate_json(data[pos:end]), end
     raise SafeDecodeError(f"unknown tag byte {tag:#04x} at offset {pos - 1}", error_type="UnknownTag")
 

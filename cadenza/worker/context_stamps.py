@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from copy import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,7 @@ from cadenza.infra.kafka.headers import get_header
 from cadenza.infra.metrics.emitter import SpanEmitter
 from cadenza.infra.metrics.prometheus import OperatorMetrics
 from cadenza.operators import Window
+from cadenza.operators.window_assigners import HoppingWindows, TumblingWindows, WindowAssigner
 from cadenza.pipelines import PipelineGraph
 from cadenza.scheduling.context import (
     CONTEXT_HEADER,
@@ -90,10 +92,10 @@ def window_delay(window_op: WindowOp) -> float:
     return window_op.lateness + window_op.max_out_of_orderness
 
 
-def close_function(assigner: Any, delay: float) -> CloseTime:
+def close_function(assigner: WindowAssigner, delay: float) -> CloseTime:
     """``event time -> close`` for an assigner: the first window end after the time, plus ``delay``."""
-    assign = getattr(assigner, "assign", None)
-    if assign is not None:
+    if isinstance(assigner, TumblingWindows | HoppingWindows):
+        assign = assigner.assign
 
         def close_assigned(t: float) -> float:
             windows: list[Window] = assign(t)
@@ -188,6 +190,7 @@ class TaskSchedule:
 
     __slots__ = (
         "_fresh_info",
+        "_keeps_info",
         "_same_pipeline",
         "_shared",
         "_shares",
@@ -247,7 +250,9 @@ class TaskSchedule:
         self._fresh_info = SourceRecordInfo(self.pipeline, self.tenant, self.latency_target, 0.0, 0, 0)
         self._fresh_info.operator_id = self.operator_id
         self._same_pipeline = OperatorInfo(self.pipeline, self.operator_id, self.window is not None)
-        self._shares = bool(getattr(policy, "shares_source_contexts", False))
+        self._shares = policy.shares_source_contexts
+        #: Whether the policy keeps the info objects its hooks get: then each call gets its own.
+        self._keeps_info = policy.keeps_hook_info
         #: Per input partition, the last fresh context made: ``(admission time, arrival, window close,
         #: context)``; a record with the same three gets the same context.
         self._shared: dict[int, tuple[float, float, float | None, SchedulingContext]] = {}
@@ -266,12 +271,7 @@ class TaskSchedule:
         """
         headers = message.headers()
         if headers is None and self.from_source and self._shares:
-            kind, millis = message.timestamp()
-            arrival = now
-            if kind != TIMESTAMP_NOT_AVAILABLE:
-                stamped = millis / 1000.0
-                if 0.0 < stamped < now:
-                    arrival = stamped
+            arrival = _arrival(message, now)
             partition = unit.partition
             release = self.release
             close = None if release is None else release(partition, unit.event_time)
@@ -279,13 +279,7 @@ class TaskSchedule:
             if shared is not None and shared[0] == now and shared[1] == arrival and shared[2] == close:
                 unit.trace_id = new_trace_id()
                 return shared[3]
-            info = self._fresh_info
-            info.arrival_time = arrival
-            info.offset = unit.offset
-            info.partition = partition
-            info.trace_id = None
-            info.window_close_time = close
-            ctx = self.policy.build_ctx_at_source(info)
+            ctx = self._fresh(unit, arrival, close, None)
             self._shared[partition] = (now, arrival, close, ctx)
             unit.trace_id = ctx.trace_id
             return ctx
@@ -314,7 +308,7 @@ class TaskSchedule:
             elif self.trusted:
                 # Written by an earlier stage of this pipeline outside the worker (a Spark stage):
                 # keep its frontier and target, and add this task's path cost and window close.
-                stage = self._same_pipeline
+                stage = copy(self._same_pipeline) if self._keeps_info else self._same_pipeline
                 release = self.release
                 stage.window_close_time = (
                     None if release is None else release(unit.partition, unit.event_time)
@@ -327,20 +321,32 @@ class TaskSchedule:
                 trace_id = ctx.trace_id
         elif not self.from_source and not is_progress(unit.origin):  # progress records carry none
             self.metrics.context_missing += 1
-        kind, millis = message.timestamp()
-        arrival = now
-        if kind != TIMESTAMP_NOT_AVAILABLE:
-            stamped = millis / 1000.0
-            if 0.0 < stamped < now:
-                arrival = stamped
-        info = self._fresh_info
+        release = self.release
+        close = None if release is None else release(unit.partition, unit.event_time)
+        return self._fresh(unit, _arrival(message, now), close, trace_id)
+
+    def _fresh(
+        self, unit: Unit, arrival: float, close: float | None, trace_id: int | None
+    ) -> SchedulingContext:
+        """A new source context for ``unit`` (arriving at ``arrival``, its window closing at ``close``)."""
+        info = copy(self._fresh_info) if self._keeps_info else self._fresh_info
         info.arrival_time = arrival
         info.offset = unit.offset
         info.partition = unit.partition
         info.trace_id = trace_id
-        release = self.release
-        info.window_close_time = None if release is None else release(unit.partition, unit.event_time)
+        info.window_close_time = close
         return self.policy.build_ctx_at_source(info)
+
+
+def _arrival(message: Message, now: float) -> float:
+    """When a record arrived: its Kafka timestamp, unless absent or not before ``now`` (a producer's
+    clock ahead of ours), then ``now``, the admission time."""
+    kind, millis = message.timestamp()
+    if kind != TIMESTAMP_NOT_AVAILABLE:
+        stamped = millis / 1000.0
+        if 0.0 < stamped < now:
+            return stamped
+    return now
 
 
 class KeyByStamper:
@@ -351,17 +357,18 @@ class KeyByStamper:
     watermark is kept per (see :class:`WindowRelease`).
     """
 
-    __slots__ = ("build", "release", "target")
+    __slots__ = ("build", "keeps_info", "release", "target")
 
     def __init__(
         self, policy: SchedulingPolicy, pipeline: str, operator_id: str, window: WindowTiming | None
     ) -> None:
         self.build = policy.build_ctx_at_operator
         self.target = OperatorInfo(pipeline, operator_id, window is not None)
+        self.keeps_info = policy.keeps_hook_info
         self.release = None if window is None else window.release()
 
     def __call__(self, ctx: SchedulingContext, unit: Unit, event_time: float, value: object) -> bytes:
-        target = self.target
+        target = copy(self.target) if self.keeps_info else self.target
         release = self.release
         if release is not None:
             target.window_close_time = release(unit.partition, event_time)

@@ -1,23 +1,31 @@
 """What a worker counts. Plain integer attributes, bumped by the single thread that runs records.
 
 Counting is how bad input stays visible without per-record logging: a dead-lettered or late record
-costs one increment here and one record in a topic, never a log line.
+costs one increment and one record in a topic, never a log line.
+
+Dead letters and late records are counted once, in the Prometheus series of the step they happened
+at (:class:`~cadenza.infra.metrics.prometheus.OperatorMetrics`, which ``/metrics`` reads at scrape
+time); the worker-wide totals here are sums over those series, made when read. So the executor
+thread bumps one integer per such record, and the two views cannot disagree.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cadenza.infra.metrics.prometheus import OperatorMetrics
 
 __all__ = ["WorkerCounters"]
 
 
 class WorkerCounters:
     __slots__ = (
+        "_bad_record_series",
         "batches",
         "commit_ms",
         "commits",
         "consumed",
-        "dead_letter_decode",
-        "dead_letter_function",
-        "late",
         "pauses",
         "peak_buffered",
         "pipelines_stopped",
@@ -39,12 +47,9 @@ class WorkerCounters:
         self.produced = 0
         #: Progress records written to repartition topics (watermark progress, not data; not in produced).
         self.progress_records = 0
-        #: Values that failed to decode or validate, sent to a dead-letter topic.
-        self.dead_letter_decode = 0
-        #: Records a user function raised on, sent to a dead-letter topic.
-        self.dead_letter_function = 0
-        #: Late-topic records: one per (record, window it missed because the window had closed).
-        self.late = 0
+        #: The series dead letters and late records are counted in, by identity (see the module
+        #: docstring); a plan built again after a rebalance registers the same series again.
+        self._bad_record_series: dict[int, OperatorMetrics] = {}
         #: Windows closed and emitted.
         self.window_results = 0
         #: Input records a stateful step skipped because its restored state already held them.
@@ -65,8 +70,32 @@ class WorkerCounters:
         #: Pipelines stopped by a failed step (``on_error="stop"``).
         self.pipelines_stopped = 0
 
+    def count_bad_records_in(self, series: OperatorMetrics) -> None:
+        """Include ``series``' dead letters and late records in the totals below."""
+        self._bad_record_series.setdefault(id(series), series)
+
+    @property
+    def dead_letter_decode(self) -> int:
+        """Values that failed to decode or validate, sent to a dead-letter topic."""
+        return self._dead_lettered("decode")
+
+    @property
+    def dead_letter_function(self) -> int:
+        """Records a user function raised on, sent to a dead-letter topic."""
+        return self._dead_lettered("function")
+
+    @property
+    def late(self) -> int:
+        """Late-topic records: one per (record, window it missed because the window had closed)."""
+        return sum(series.late for series in list(self._bad_record_series.values()))
+
+    def _dead_lettered(self, reason: str) -> int:
+        return sum(series.dead_lettered.get(reason, 0) for series in list(self._bad_record_series.values()))
+
     def snapshot(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        names = [name for name in self.__slots__ if not name.startswith("_")]
+        names += ["dead_letter_decode", "dead_letter_function", "late"]
+        return {name: getattr(self, name) for name in sorted(names)}
 
     def __repr__(self) -> str:
         return f"WorkerCounters({self.snapshot()})"

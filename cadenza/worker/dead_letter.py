@@ -39,12 +39,13 @@ window, the record's event time and the watermark it was late for, plus the coor
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pydantic_core
 from confluent_kafka import Message
 
 from cadenza.errors import CadenzaError
+from cadenza.infra.metrics.prometheus import OperatorMetrics
 from cadenza.operators import Late
 from cadenza.scheduling.context import CONTEXT_HEADER
 from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
@@ -52,9 +53,6 @@ from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.output import OutHeaders, Output, RecordTooLargeError
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import encode_sink_key
-
-if TYPE_CHECKING:
-    from cadenza.infra.metrics.prometheus import OperatorMetrics
 
 __all__ = [
     "CONTEXT_HEADER_ERROR",
@@ -150,6 +148,7 @@ class DeadLetters:
     __slots__ = (
         "_counters",
         "_output",
+        "_series",
         "dead_letter_topic",
         "late_topic",
         "metrics",
@@ -178,6 +177,21 @@ class DeadLetters:
         #: ``step id -> its Prometheus series``: dead letters and late records are committed like any
         #: record, so these counters are the only place an operator sees them.
         self.metrics = metrics
+        self._series: dict[str, OperatorMetrics] = {}
+
+    def series(self, node_id: str) -> OperatorMetrics:
+        """Where the dead letters and late records of step ``node_id`` are counted, once: its
+        exported series, or (when the worker exports none) a series of this router's own. The
+        worker's totals (:class:`WorkerCounters`) are sums over these."""
+        series = self._series.get(node_id)
+        if series is None:
+            if self.metrics is not None:
+                series = self.metrics(node_id)
+            else:
+                series = OperatorMetrics("", self.pipeline, node_id)
+            self._series[node_id] = series
+            self._counters.count_bad_records_in(series)
+        return series
 
     def decode_failed(
         self,
@@ -192,9 +206,7 @@ class DeadLetters:
     ) -> None:
         """A consumed value (or key) that could not be decoded or validated."""
         self._send(message, topic, partition, offset, node_id=node_id, error=error, error_type=error_type)
-        self._counters.dead_letter_decode += 1
-        if self.metrics is not None:
-            self.metrics(node_id).dead_letter("decode")
+        self.series(node_id).dead_letter("decode")
 
     def function_failed(self, unit: Unit, node_id: str, exc: BaseException) -> None:
         """A user function (or the encoding of what it returned) raised on ``unit``."""
@@ -209,9 +221,7 @@ class DeadLetters:
             error=f"{type(exc).__name__}: {exc}",
             error_type=getattr(exc, "error_type", None) or type(exc).__name__,
         )
-        self._counters.dead_letter_function += 1
-        if self.metrics is not None:
-            self.metrics(node_id).dead_letter("function")
+        self.series(node_id).dead_letter("function")
 
     def context_garbled(self, message: Message, unit: Unit, node_id: str, raw: bytes) -> None:
         """A notice: ``message``'s ``cadenza-ctx`` header (``raw``) did not decode, so the record runs
@@ -230,8 +240,7 @@ class DeadLetters:
             error_type=CONTEXT_HEADER_ERROR,
             disposition=PROCESSED_WITH_FRESH_CONTEXT,
         )
-        if self.metrics is not None:
-            self.metrics(node_id).dead_letter("context")
+        self.series(node_id).dead_letter("context")
 
     def quarantined(
         self, message: Message, topic: str, partition: int, offset: int, *, node_id: str, why: str
@@ -247,8 +256,7 @@ class DeadLetters:
             error_type=QUARANTINED_ERROR,
             disposition=QUARANTINED,
         )
-        if self.metrics is not None:
-            self.metrics(node_id).dead_letter("quarantined")
+        self.series(node_id).dead_letter("quarantined")
 
     def _send(
         self,
@@ -305,6 +313,4 @@ class DeadLetters:
         except RecordTooLargeError:
             headers.append((VALUE_OMITTED_HEADER, str(len(payload)).encode()))
             self._output.produce(self.late_topic, None, None, headers)
-        self._counters.late += 1
-        if self.metrics is not None:
-            self.metrics(node_id).late += 1
+        self.series(node_id).late += 1

@@ -26,7 +26,6 @@ from confluent_kafka import Message
 from cadenza.infra.metrics.emitter import SpanEmitter
 from cadenza.infra.metrics.prometheus import LatencyHistogram, OperatorMetrics, PrometheusExporter
 from cadenza.pipelines import PipelineGraph
-from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policy import SchedulingPolicy
 from cadenza.schemas import SchemaRegistryLike
 from cadenza.state import StoreFactory
@@ -204,8 +203,8 @@ def assemble(
         )
         for index, (graph, task) in enumerate(owned)
     )
-    cost_model = getattr(policy, "cost_model", None)
-    if isinstance(cost_model, CostModel):
+    cost_model = policy.cost_model
+    if cost_model is not None:
         for pipeline, dag in hooks.edges.items():
             cost_model.add_pipeline(pipeline, dag)
     routes: dict[str, list[Task]] = {}

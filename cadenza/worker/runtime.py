@@ -43,7 +43,6 @@ uncommitted, to the partition's next owner.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import logging
 import os
 import socket
@@ -69,7 +68,7 @@ from cadenza.pipelines import Pipeline, PipelineGraph
 from cadenza.scheduling.clock import Clock
 from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policy import SchedulingPolicy
-from cadenza.scheduling.registry import get_policy, load_policy_class
+from cadenza.scheduling.registry import resolve_policy
 from cadenza.scheduling.scheduler import Scheduler
 from cadenza.settings import KafkaSettings
 from cadenza.state.factory import StoreFactory, store_factory
@@ -103,18 +102,9 @@ _log = logging.getLogger("cadenza.worker")
 
 
 def make_policy(policy: str | SchedulingPolicy, graphs: Sequence[PipelineGraph]) -> SchedulingPolicy:
-    """The policy object for a name or import path; tenant weights go to policies that take them."""
-    if not isinstance(policy, str):
-        return policy
-    cls = load_policy_class(policy)
-    options: dict[str, Any] = {}
-    try:
-        parameters = inspect.signature(cls).parameters
-    except (TypeError, ValueError):
-        parameters = {}  # type: ignore[assignment]
-    if "weights" in parameters:
-        options["weights"] = {g.tenant: g.tenant_weight for g in graphs}
-    return get_policy(policy, **options)
+    """The policy object for a name or import path, given its pipelines' tenant weights; a policy
+    object as it is (both checked against the contract, see :func:`resolve_policy`)."""
+    return resolve_policy(policy, {g.tenant: g.tenant_weight for g in graphs})
 
 
 def default_group(graphs: Sequence[PipelineGraph]) -> str:
@@ -368,8 +358,7 @@ class Worker:
     @property
     def cost_model(self) -> CostModel | None:
         """The policy's cost model, if it keeps one (every built-in does)."""
-        model = getattr(self.policy, "cost_model", None)
-        return model if isinstance(model, CostModel) else None
+        return self.policy.cost_model
 
     # -- life cycle -------------------------------------------------------------------------------------
 

@@ -83,7 +83,8 @@ class MyPolicy(SchedulingPolicy):
 
 
 class DuckPolicy:
-    """Has every hook but does not subclass SchedulingPolicy: accepted, the interface is structural."""
+    """Has every hook but does not subclass SchedulingPolicy: refused, for it lacks the declarations
+    the worker reads (see test_policy_declarations)."""
 
     def build_ctx_at_source(self, record: SourceRecordInfo) -> SchedulingContext:
         raise NotImplementedError
@@ -164,8 +165,11 @@ def test_user_policy_by_import_path() -> None:
     assert load_policy_class(f"{HERE}:MyPolicy") is MyPolicy
 
 
-def test_structural_policy_is_accepted() -> None:
-    assert load_policy_class(f"{HERE}:DuckPolicy") is DuckPolicy  # type: ignore[comparison-overlap]
+def test_a_class_with_the_hooks_but_not_the_base_is_refused() -> None:
+    with pytest.raises(
+        ConfigError, match=r"DuckPolicy' does not subclass cadenza.scheduling.SchedulingPolicy"
+    ):
+        load_policy_class(f"{HERE}:DuckPolicy")
 
 
 @pytest.mark.parametrize(
@@ -195,8 +199,8 @@ def test_structural_policy_is_accepted() -> None:
         (f"{HERE}:NOT_A_CLASS", "is a int, not a class"),
         (
             f"{HERE}:NotAPolicy",
-            "does not implement the SchedulingPolicy interface; missing or abstract: build_ctx_at_source, "
-            "build_ctx_at_operator, prepare_reply, process_ctx_from_reply",
+            "does not subclass cadenza.scheduling.SchedulingPolicy.* \\(missing: build_ctx_at_source, "
+            "build_ctx_at_operator, prepare_reply, process_ctx_from_reply\\)",
         ),
         (f"{HERE}:HalfPolicy", "missing or abstract: priority, process_ctx_from_reply"),
     ],

@@ -16,8 +16,15 @@ from cadenza.operators.window_assigners import TumblingWindows
 from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext, encode_context
 from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policies import CameoPolicy
-from cadenza.scheduling.policy import OperatorInfo
-from cadenza.worker.context_stamps import CloseTime, TaskSchedule, WindowRelease, close_function
+from cadenza.scheduling.policy import OperatorInfo, SourceRecordInfo
+from cadenza.worker.context_stamps import (
+    CloseTime,
+    KeyByStamper,
+    TaskSchedule,
+    WindowRelease,
+    WindowTiming,
+    close_function,
+)
 from cadenza.worker.unit import Unit
 
 DELAY = 0.05  # allowed lateness + out-of-orderness
@@ -264,3 +271,58 @@ def test_a_sink_derives_each_results_header_from_its_run_and_its_own_trace_id() 
     decoded = [decode_context(raw) for raw in got]
     assert [d.trace_id for d in decoded if d is not None] == [1_000 + i for i in range(30)]
     assert metrics.produced == 30
+
+
+class _Keeper(CameoPolicy):
+    """Keeps every info its hooks get (as a policy batching its bookkeeping would)."""
+
+    keeps_hook_info = True
+
+    def __init__(self) -> None:
+        super().__init__(CostModel(default_cost=0.0))
+        self.sources: list[SourceRecordInfo] = []
+        self.operators: list[OperatorInfo] = []
+
+    def build_ctx_at_source(self, record: SourceRecordInfo) -> SchedulingContext:
+        self.sources.append(record)
+        return super().build_ctx_at_source(record)
+
+    def build_ctx_at_operator(
+        self, ctx_in: SchedulingContext, operator: OperatorInfo, output: object
+    ) -> SchedulingContext:
+        self.operators.append(operator)
+        return super().build_ctx_at_operator(ctx_in, operator, output)
+
+
+def test_a_policy_that_keeps_hook_info_gets_a_fresh_info_per_call() -> None:
+    keeper = _Keeper()
+    schedule = _schedule(keeper, from_source=True, trusted=True)
+    units = [_source_unit(_source_message(0, offset, 1_000_000 + offset)) for offset in range(3)]
+    for unit in units:
+        schedule.context(unit, unit.message, 2_000.0)
+    stage = SchedulingContext("p", "t", 500.0, 2.0, 0.0, 0.0, 3, 99)
+    for _ in range(2):
+        schedule.context(_unit(_message(stage)), _message(stage), now=2_000.0)
+    assert [info.offset for info in keeper.sources] == [0, 1, 2]
+    assert [info.arrival_time for info in keeper.sources] == [1_000.0, 1_000.001, 1_000.002]
+    stamper = KeyByStamper(keeper, "p", "count", WindowTiming(tumbling_close(1.0), DELAY))
+    for event_time in (0.5, 1.5):
+        stamper(stage, units[0], event_time, None)
+    assert [info.window_close_time for info in keeper.operators[2:]] == [1.05, 1.05]
+    assert len({id(info) for info in [*keeper.sources, *keeper.operators]}) == 7
+
+
+def test_by_default_the_hooks_get_one_reused_info_overwritten_per_call() -> None:
+    # What keeps_hook_info defaults to: the allocation saved per record, at the cost of the info
+    # being valid during the call only.
+    class Reader(_Keeper):
+        keeps_hook_info = False
+        shares_source_contexts = False
+
+    reader = Reader()
+    schedule = _schedule(reader, from_source=True)
+    for offset in range(3):
+        unit = _source_unit(_source_message(0, offset, 1_000_000))
+        schedule.context(unit, unit.message, 2_000.0)
+    assert len({id(info) for info in reader.sources}) == 1
+    assert reader.sources[0].offset == 2

@@ -21,9 +21,9 @@ import logging
 import threading
 import time
 from collections import deque
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
+from cadenza.infra.lifecycle import Lifecycle
 from cadenza.infra.metrics.sampling import FIBONACCI_MULTIPLIER, sample_threshold
 from cadenza.infra.metrics.span_sink import KafkaSpanSink, SpanSink
 from cadenza.infra.metrics.span_writer import SpanWriter
@@ -40,7 +40,7 @@ _MASK = (1 << 64) - 1
 _Raw = tuple[str, str, str, int, int, float, float, float, float, float, bool]
 
 
-class SpanEmitter:
+class SpanEmitter(Lifecycle):
     """Samples, buffers and batches spans for a :class:`SpanSink` (normally the metrics topic).
 
     ``sample_ratio``: share of traces kept, decided by trace id (see
@@ -249,15 +249,6 @@ class SpanEmitter:
         if thread is None or not thread.is_alive():
             self._drain()
         self._sink.close(max(0.0, deadline - time.monotonic()))
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     # -- statistics ------------------------------------------------------------------------------
 

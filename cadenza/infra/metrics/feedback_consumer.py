@@ -37,14 +37,14 @@ import threading
 import time
 import uuid
 from enum import StrEnum
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from cadenza.infra.kafka.clients import ClientErrors, make_consumer
 from cadenza.infra.kafka.errors import TopicError, from_kafka_error
 from cadenza.infra.kafka.headers import get_header
+from cadenza.infra.lifecycle import Lifecycle
 from cadenza.infra.metrics.feedback import KIND_HEADER, FeedbackRecord, decode_feedback
 from cadenza.scheduling.costs import CostModel
 from cadenza.schemas.errors import DecodeError
@@ -82,7 +82,7 @@ def run_time_statistic(record: FeedbackRecord, statistic: RunTimeStatistic | str
     return value
 
 
-class FeedbackConsumer:
+class FeedbackConsumer(Lifecycle):
     """Reads all of the feedback topic and hands the newest statistics per operator to the executor.
 
     Use ``start()`` for a background reader, or call ``poll()`` yourself; either way call
@@ -177,15 +177,6 @@ class FeedbackConsumer:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             consumer.close()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     # -- reading side ----------------------------------------------------------------------------
 

@@ -200,8 +200,8 @@ def _total(messages: list[WriterCommitMessage | None]) -> int:
     return sum(m.records for m in messages if isinstance(m, KafkaCommitMessage))
 
 
-class KafkaStreamWriter(DataSourceStreamWriter):
-    """Streaming sink: one producer per task and micro-batch."""
+class _RowsToKafka:
+    """What the streaming and the batch sink share: each task produces its rows and flushes them."""
 
     def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
         self.options = options
@@ -209,6 +209,10 @@ class KafkaStreamWriter(DataSourceStreamWriter):
 
     def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
         return produce_rows(self.options, self.columns, iterator)
+
+
+class KafkaStreamWriter(_RowsToKafka, DataSourceStreamWriter):
+    """Streaming sink: one producer per task and micro-batch."""
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         _log.info("%s sink: batch %d delivered %d record(s)", FORMAT_NAME, batchId, _total(messages))
@@ -225,15 +229,8 @@ class KafkaStreamWriter(DataSourceStreamWriter):
         )
 
 
-class KafkaBatchWriter(DataSourceWriter):
+class KafkaBatchWriter(_RowsToKafka, DataSourceWriter):
     """Batch sink (``df.write.format("cadenza-kafka")``): the same per-task delivery guarantee."""
-
-    def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
-        self.options = options
-        self.columns = columns
-
-    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
-        return produce_rows(self.options, self.columns, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         _log.info("%s sink: delivered %d record(s)", FORMAT_NAME, _total(messages))

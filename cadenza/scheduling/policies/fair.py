@@ -76,6 +76,10 @@ class FairPolicy(BasePolicy):
         """Change a tenant's share from now on; service already received is kept as normalized."""
         self._weights[tenant_id] = _check_weight(tenant_id, weight)
 
+    def set_tenant_weights(self, weights: Mapping[str, float]) -> None:
+        for tenant, weight in weights.items():
+            self.set_weight(tenant, weight)
+
     @property
     def virtual_time(self) -> float:
         return self._vtime

@@ -1,0 +1,89 @@
+"""Dead letters and late records are counted once, in their step's series; the worker's totals are
+read from those series (issue 18, item 10). No broker: the router writes to an in-memory output."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, cast
+
+from confluent_kafka import Message
+
+from cadenza.infra.metrics.prometheus import PrometheusExporter
+from cadenza.operators import Late, Window
+from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.dead_letter import DeadLetters
+from cadenza.worker.output import Output
+from cadenza.worker.unit import Unit
+
+
+class _Output:
+    def __init__(self) -> None:
+        self.topics: list[str] = []
+
+    def produce(self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None) -> None:
+        self.topics.append(topic)
+
+
+def _unit(offset: int) -> Unit:
+    message = Message(topic="in", partition=0, offset=offset, value=b"{}", timestamp=(1, 1_000))
+    return Unit("p", "src", "in", 0, offset, "k", {"v": offset}, 1.0, message)
+
+
+def _router(counters: WorkerCounters, exporter: PrometheusExporter | None) -> tuple[DeadLetters, _Output]:
+    out = _Output()
+    metrics = None if exporter is None else functools.partial(exporter.operator, "t", "p")
+    return DeadLetters("p.dlq", "p.late", cast(Output, out), counters, pipeline="p", metrics=metrics), out
+
+
+def _bad_records(dead: DeadLetters) -> None:
+    """Two decode failures at the source, three function failures in two steps, two late records."""
+    for offset in range(2):
+        unit = _unit(offset)
+        dead.decode_failed(
+            unit.message, "in", 0, offset, node_id="src", error="bad json", error_type="Decode"
+        )
+    for offset, step in ((2, "enrich"), (3, "enrich"), (4, "count")):
+        dead.function_failed(_unit(offset), step, ValueError("boom"))
+    for offset in (5, 6):
+        dead.late(_unit(offset), "count", Late("k", 0.5, Window(0.0, 1.0)), {"v": offset}, 2.0)
+
+
+def test_the_workers_totals_are_the_sums_of_the_exported_series() -> None:
+    exporter = PrometheusExporter()
+    counters = WorkerCounters()
+    dead, out = _router(counters, exporter)
+    _bad_records(dead)
+    assert out.topics == ["p.dlq"] * 5 + ["p.late"] * 2
+    series = {ops.labels[2]: ops for ops in exporter.operators()}
+    assert series["src"].dead_lettered == {"decode": 2}
+    assert series["enrich"].dead_lettered == {"function": 2}
+    assert (series["count"].dead_lettered, series["count"].late) == ({"function": 1}, 2)
+    totals = (counters.dead_letter_decode, counters.dead_letter_function, counters.late)
+    assert totals == (2, 3, 2)
+    snapshot = counters.snapshot()
+    assert (snapshot["dead_letter_decode"], snapshot["dead_letter_function"], snapshot["late"]) == totals
+    rendered = exporter.render().decode()
+    assert 'cadenza_records_late_total{operator="count",pipeline="p",tenant="t"} 2.0' in rendered
+    assert (
+        'cadenza_records_dead_lettered_total{operator="enrich",pipeline="p",reason="function",tenant="t"} 2.0'
+        in rendered
+    )
+
+
+def test_a_plan_built_again_over_the_same_series_neither_loses_nor_doubles_counts() -> None:
+    # After a rebalance the worker builds its tasks (and their routers) again over the same exporter.
+    exporter = PrometheusExporter()
+    counters = WorkerCounters()
+    first, _ = _router(counters, exporter)
+    _bad_records(first)
+    again, _ = _router(counters, exporter)
+    _bad_records(again)
+    assert (counters.dead_letter_decode, counters.dead_letter_function, counters.late) == (4, 6, 4)
+
+
+def test_without_exported_series_the_router_counts_in_series_of_its_own() -> None:
+    counters = WorkerCounters()
+    dead, _ = _router(counters, None)
+    _bad_records(dead)
+    assert (counters.dead_letter_decode, counters.dead_letter_function, counters.late) == (2, 3, 2)
+    assert dead.series("count").labels == ("", "p", "count")
