@@ -159,7 +159,7 @@ class WorkerConfig(BaseSettings):
     hang_timeout: float | None = _field(
         None,
         "Time after which a running user call is pinned as a possible poison pill and logged at ERROR "
-        "(default: 80% of --max-poll-interval). A record running at two deaths of the worker (a crash, "
+        "(default: 80% of --max-poll-interval). A record pinned at two deaths of the worker (a crash, "
         "an OOM kill, a hang past --max-poll-interval) is dead-lettered as quarantined.",
         "s",
         gt=0.0,
