@@ -47,7 +47,7 @@ BULK_FETCH: dict[str, Any] = {"queued.max.messages.kbytes": 32768, "fetch.wait.m
 #: holds is always fresh (its records are few: the flood is in the bulk lane).
 URGENT_FETCH: dict[str, Any] = {
     "queued.max.messages.kbytes": 2048,
-    "fetch.wait.max.ms": 5,
+    "fetch.wait.max.ms": 20,
     "fetch.max.bytes": 4 * 1024 * 1024,
 }
 
