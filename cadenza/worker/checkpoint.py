@@ -17,7 +17,7 @@ forgets partitions here when they go.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
 from confluent_kafka import Consumer, TopicPartition
@@ -103,9 +103,10 @@ class Checkpoint:
         self.offsets.positions.update(moved)
         return moved
 
-    def commit(self, consumer: Consumer | None) -> None:
-        """Outputs acknowledged, then state changelogged, then offsets committed (``consumer``: the
-        group's; ``None`` once it is closed, then only outputs and state are made durable)."""
+    def commit(self, consumers: Sequence[tuple[Consumer, Collection[str] | None]]) -> None:
+        """Outputs acknowledged, then state changelogged, then offsets committed: each lane's through
+        its own consumer (``consumers``: each with the topics it reads, ``None`` for all of them;
+        none once they are closed, then only outputs and state are made durable)."""
         output = self.output
         if output is None:
             raise RuntimeError("the checkpoint has no output yet")
@@ -121,8 +122,8 @@ class Checkpoint:
                     for key, value in writes:
                         output.produce(topic, value, key, None, partition)
         output.flush()
-        if consumer is not None:
-            self.offsets.commit(consumer)
+        for consumer, topics in consumers:
+            self.offsets.commit(consumer, topics)
         self.last = now = time.monotonic()
         self.pending = False
         if self.record is not None:

@@ -10,6 +10,7 @@ again, which at-least-once allows).
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -44,13 +45,18 @@ class OffsetCommits:
     def __bool__(self) -> bool:
         return bool(self.positions)
 
-    def commit(self, consumer: Consumer) -> None:
-        """Commit every pending offset synchronously; raise on errors other than a rebalance."""
+    def commit(self, consumer: Consumer, topics: Collection[str] | None = None) -> None:
+        """Commit the pending offsets of ``topics`` (all if ``None``) synchronously through
+        ``consumer`` (the one that owns their partitions); raise on errors other than a rebalance."""
         positions = self.positions
-        if not positions:
+        if topics is None:
+            pending = dict(positions)
+        else:
+            pending = {key: offset for key, offset in positions.items() if key[0] in topics}
+        if not pending:
             return
-        pending = dict(positions)
-        positions.clear()
+        for key in pending:
+            del positions[key]
         offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in pending.items()]
         try:
             results = consumer.commit(offsets=offsets, asynchronous=False)

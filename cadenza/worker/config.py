@@ -23,6 +23,7 @@ from cadenza.analysis.kafka_trace import ACTIVITIES_TOPIC
 from cadenza.errors import ConfigError
 from cadenza.infra.metrics.discovery import DEFAULT_DISCOVERY_TOPIC
 from cadenza.settings import describe_validation_error
+from cadenza.worker.lanes import lane_bounds
 
 __all__ = ["ENV_PREFIX", "WorkerConfig", "bounds", "settings_table", "unit"]
 
@@ -164,6 +165,20 @@ class WorkerConfig(BaseSettings):
         "s",
         gt=0.0,
     )
+    lanes: str = _field(
+        "auto",
+        "Fetch lanes, one consumer each, so that records of latency-sensitive pipelines never queue "
+        "behind bulk ones fetched earlier: auto (a lane per group of latency targets within 4x of "
+        "each other; one lane if they all are), off (one consumer), or ascending bounds in ms "
+        "(500,10000: topics whose tightest target is below 500 ms, below 10 s, the rest).",
+    )
+
+    @field_validator("lanes")
+    @classmethod
+    def _lanes_spec(cls, value: str) -> str:
+        lane_bounds(value)  # raises ValueError naming what is wrong
+        return value.strip().lower()
+
     replace_plan: bool = _field(
         False,
         "Record this worker's pipelines as the group's plan even while the group has live members (an "
@@ -210,6 +225,7 @@ class WorkerConfig(BaseSettings):
             "max_poll_interval": self.max_poll_interval,
             "hang_timeout": self.hang_timeout,
             "replace_plan": self.replace_plan,
+            "lanes": self.lanes,
         }
         if given:
             defaults = type(self).model_construct().worker_arguments()

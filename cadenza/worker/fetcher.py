@@ -15,10 +15,16 @@ records that would have overfilled the queue stay at the broker, where they cost
 
 A partition of a topic that a stopped pipeline reads (``held``) stays paused for good: its records
 could never be committed past the one that stopped the pipeline.
+
+With fetch lanes (:mod:`cadenza.worker.lanes`) the fetcher holds one consumer per lane and takes
+from every lane at each fetch, most urgent first; flow control is one decision over the union of the
+lanes' assignments (the bound is on the whole buffer), applied to each partition through the
+consumer that owns it, so a flooded lane's partitions are paused and the others keep flowing.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -31,6 +37,9 @@ __all__ = ["Fetcher", "FlowControl", "FlowDecision"]
 PartitionKey = tuple[str, int]
 #: ``(topic, partition) -> records of that partition queued in the scheduler``.
 Queued = Callable[[str, int], int]
+#: Seconds one lane is waited on at a time while every lane is empty (the extra latency a record on
+#: another lane can see then).
+_WAIT_SLICE = 0.002
 
 
 @dataclass(slots=True)
@@ -49,11 +58,14 @@ class FlowControl:
     units, so room for units is divided by it.
     """
 
-    __slots__ = ("fanout", "full", "max_buffered", "paused", "share")
+    __slots__ = ("fanout", "full", "lanes", "max_buffered", "paused", "share")
 
-    def __init__(self, max_buffered: int, fanout: int = 1) -> None:
+    def __init__(self, max_buffered: int, fanout: int = 1, lanes: int = 1) -> None:
         self.max_buffered = max_buffered
         self.fanout = max(1, fanout)
+        #: Consumers fetched from: each may return one record even when there is no room (a fetch
+        #: must call every consumer to serve its callbacks), so the brake leaves room for that many.
+        self.lanes = max(1, lanes)
         #: Partitions paused, by (topic, partition).
         self.paused: dict[PartitionKey, TopicPartition] = {}
         #: Every partition is paused: the buffer filled up or the producer pushed back.
@@ -64,8 +76,9 @@ class FlowControl:
     def room(self, buffered: int) -> int:
         """Records to ask the consumer for: at most one partition's share, since a poll takes records
         in librdkafka's fetch order, and a larger one would let one bursting partition overshoot its
-        share by a whole batch. At most 0 when the buffer has no room."""
-        return min((self.max_buffered - buffered) // self.fanout, self.share)
+        share by a whole batch. At most 0 when the buffer has no room. With several lanes, a record
+        for each lane after the first is kept back: a lane finding no room left still takes one."""
+        return min((self.max_buffered - buffered) // self.fanout - (self.lanes - 1), self.share)
 
     def decide(
         self,
@@ -78,7 +91,7 @@ class FlowControl:
         """Update :attr:`paused` for the current buffer and return what changed."""
         decision = FlowDecision()
         paused = self.paused
-        if pressure or buffered >= self.max_buffered - self.fanout:
+        if pressure or buffered >= self.max_buffered - self.fanout * self.lanes:
             if not self.full:
                 self.full = True
                 decision.paused_more = True
@@ -112,34 +125,78 @@ class FlowControl:
 
 
 class Fetcher:
-    """Fetches from the group's consumer and applies :class:`FlowControl` to it."""
+    """Fetches from the lanes' consumers and applies :class:`FlowControl` to them.
 
-    __slots__ = ("_counters", "batch_size", "consumer", "flow", "poll_timeout")
+    ``consumers`` are the lanes' consumers, most urgent first, each with the topics it reads (a
+    single consumer: the worker without lanes).
+    """
+
+    __slots__ = ("_counters", "_owner", "batch_size", "consumers", "flow", "poll_timeout")
 
     def __init__(
         self,
-        consumer: Consumer,
+        consumers: Sequence[tuple[Consumer, Collection[str]]],
         flow: FlowControl,
         counters: WorkerCounters,
         *,
         batch_size: int,
         poll_timeout: float,
     ) -> None:
-        self.consumer = consumer
+        if not consumers:
+            raise ValueError("the fetcher needs at least one consumer")
+        self.consumers = [consumer for consumer, _ in consumers]
+        #: topic -> the consumer subscribed to it.
+        self._owner = {topic: consumer for consumer, topics in consumers for topic in topics}
         self.flow = flow
         self._counters = counters
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
 
+    @property
+    def consumer(self) -> Consumer:
+        """The most urgent lane's consumer (the only one without lanes)."""
+        return self.consumers[0]
+
+    def owner(self, topic: str) -> Consumer:
+        """The consumer that reads ``topic``: the one its partitions are paused and committed through."""
+        return self._owner.get(topic, self.consumers[-1])
+
     def fetch(self, buffered: int, pressure: bool) -> list[Message]:
         """As many records as there is room for; waits up to ``poll_timeout`` only on an empty buffer.
 
         Under producer backpressure every partition is paused (see :meth:`regulate`), so this only
-        serves the consumer's callbacks, waiting a little for acknowledgements to make room.
+        serves the consumers' callbacks, waiting a little for acknowledgements to make room.
         """
+        consumers = self.consumers
+        if len(consumers) == 1:
+            return self._fetch_one(consumers[0], buffered, pressure)
+        room = self.flow.room(buffered)
+        if pressure:
+            wait = min(self.poll_timeout, 0.01) / len(consumers)
+            return [m for consumer in consumers for m in consumer.consume(1, wait)]
+        # Every lane is asked, most urgent first, for what the client already holds (never waiting
+        # for a batch to fill), each within the room the lanes before it left.
+        messages: list[Message] = []
+        for consumer in consumers:
+            left = room - len(messages)
+            messages.extend(consumer.consume(min(self.batch_size, left) if left > 0 else 1, 0.0))
+        if messages or buffered:
+            return messages
+        # Nothing anywhere: wait for the first record of any lane, in slices short enough that a
+        # record on one lane waits little while another is waited on.
+        until = time.monotonic() + self.poll_timeout
+        while True:
+            for consumer in consumers:
+                messages = consumer.consume(1, _WAIT_SLICE)
+                if messages:
+                    return messages
+            if time.monotonic() >= until:
+                return []
+
+    def _fetch_one(self, consumer: Consumer, buffered: int, pressure: bool) -> list[Message]:
         room = self.flow.room(buffered)
         wanted = min(self.batch_size, room) if room > 0 else 1
-        consume = self.consumer.consume
+        consume = consumer.consume
         if pressure:
             pressed: list[Message] = consume(wanted, min(self.poll_timeout, 0.01))
             return pressed
@@ -150,13 +207,27 @@ class Fetcher:
             messages = consume(1, self.poll_timeout)
         return messages
 
+    def assignment(self) -> list[TopicPartition]:
+        """Every lane's assigned partitions."""
+        return [tp for consumer in self.consumers for tp in consumer.assignment()]
+
     def regulate(self, buffered: int, queued: Queued, held: Collection[str], pressure: bool) -> None:
-        """Pause and resume partitions for the buffer as it is now."""
-        consumer = self.consumer
-        decision = self.flow.decide(consumer.assignment(), buffered, queued, held, pressure)
+        """Pause and resume partitions for the buffer as it is now, each through its own consumer."""
+        decision = self.flow.decide(self.assignment(), buffered, queued, held, pressure)
         if decision.pause:
-            consumer.pause(decision.pause)
+            for consumer, partitions in self._by_owner(decision.pause):
+                consumer.pause(partitions)
         if decision.paused_more:
             self._counters.pauses += 1
         if decision.resume:
-            consumer.resume(decision.resume)
+            for consumer, partitions in self._by_owner(decision.resume):
+                consumer.resume(partitions)
+
+    def _by_owner(self, partitions: list[TopicPartition]) -> list[tuple[Consumer, list[TopicPartition]]]:
+        if len(self.consumers) == 1:
+            return [(self.consumers[0], partitions)]
+        grouped: dict[int, tuple[Consumer, list[TopicPartition]]] = {}
+        for tp in partitions:
+            consumer = self.owner(tp.topic)
+            grouped.setdefault(id(consumer), (consumer, []))[1].append(tp)
+        return list(grouped.values())

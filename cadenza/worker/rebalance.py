@@ -10,7 +10,12 @@ they are handed back, uncommitted, to the partition's next owner. A lost partiti
 someone else already: committing for it would fail or, worse, succeed over the new owner's progress,
 so its pending offsets, queued records and state are just dropped.
 
-The callbacks run on the thread that polls the consumer (inside ``consume``); the assignment is also
+With fetch lanes (:mod:`cadenza.worker.lanes`) every lane's consumer is a member of the group with
+callbacks here: the assignment is the union of theirs, a revocation on any lane commits what
+finished on every lane (each through its own consumer), and the worker has joined once every lane
+has.
+
+The callbacks run on the thread that polls the consumers (inside ``consume``); the assignment is also
 read from other threads (metrics, tests), hence the lock.
 """
 
@@ -49,10 +54,13 @@ class Rebalance:
         "_assignment",
         "_commit",
         "_forget",
+        "_joined",
         "_lock",
+        "_members",
         "_on_assigned",
         "_on_lost",
         "_on_released",
+        "_owned",
         "_restore",
         "broken",
         "failure",
@@ -68,6 +76,7 @@ class Rebalance:
         assigned: Partitions | None = None,
         released: Partitions | None = None,
         lost: Partitions | None = None,
+        members: int = 1,
     ) -> None:
         self._restore = restore
         self._on_assigned = assigned
@@ -78,6 +87,11 @@ class Rebalance:
         self._assignment: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
         self._assigned = threading.Event()
+        #: Consumers (lanes) of this worker in the group, and those that had an assignment callback.
+        self._members = members
+        self._joined: set[int] = set()
+        #: Partitions by the consumer (``id``) whose callbacks gave them: which lane owns what.
+        self._owned: dict[int, set[tuple[str, int]]] = {}
         #: Set by the first assignment callback (even an empty one), after its state is restored:
         #: the worker has joined its group. Until then /readyz says not ready.
         self.joined = False
@@ -90,6 +104,11 @@ class Rebalance:
     def assignment(self) -> set[tuple[str, int]]:
         with self._lock:
             return set(self._assignment)
+
+    def owned(self, consumer: Consumer | None) -> set[tuple[str, int]]:
+        """The partitions assigned through ``consumer``'s callbacks (one lane's share)."""
+        with self._lock:
+            return set(self._owned.get(id(consumer), ()))
 
     def wait_assigned(self, timeout: float) -> bool:
         """Block until the group gave this worker partitions (and their state is restored)."""
@@ -112,8 +131,13 @@ class Rebalance:
             self.broken = True
             raise
         with self._lock:
-            self._assignment.update((tp.topic, tp.partition) for tp in partitions)
-        self.joined = True  # the group is joined (even with nothing assigned) and the state restored
+            keys = [(tp.topic, tp.partition) for tp in partitions]
+            self._assignment.update(keys)
+            self._owned.setdefault(id(consumer), set()).update(keys)
+        # The group is joined (even with nothing assigned) and the state restored, once every lane's
+        # consumer heard from it.
+        self._joined.add(id(consumer))
+        self.joined = len(self._joined) >= self._members
         _log.info("assigned %s", _names(partitions) or "nothing")
         if partitions:
             self._assigned.set()
@@ -123,17 +147,19 @@ class Rebalance:
             self._commit()
             if self._on_released is not None:
                 self._on_released(partitions)
-        self._drop(partitions, "revoked")
+        self._drop(consumer, partitions, "revoked")
 
     def on_lost(self, consumer: Consumer | None, partitions: list[TopicPartition]) -> None:
         if self._on_lost is not None:
             self._on_lost(partitions)
-        self._drop(partitions, "lost")
+        self._drop(consumer, partitions, "lost")
 
-    def _drop(self, partitions: list[TopicPartition], why: str) -> None:
+    def _drop(self, consumer: Consumer | None, partitions: list[TopicPartition], why: str) -> None:
         dropped = self._forget(partitions)
+        keys = [(tp.topic, tp.partition) for tp in partitions]
         with self._lock:
-            self._assignment.difference_update((tp.topic, tp.partition) for tp in partitions)
+            self._assignment.difference_update(keys)
+            self._owned.get(id(consumer), set()).difference_update(keys)
         if partitions:
             _log.info("%s %s (%d queued record(s) handed back)", why, _names(partitions), dropped)
 

@@ -1,18 +1,21 @@
 """The worker: fetch -> decode -> schedule -> run -> produce -> commit, for every pipeline of the process.
 
-One consumer (one group) reads every source and repartition topic of every pipeline; one producer
-writes everything. :meth:`Worker.start` creates the topics, assembles the plan in one pass
-(:mod:`cadenza.worker.plan`: tasks whose operators get their stamps and metrics when built, and
-their schedules) and joins the group. Each :meth:`Worker.step`:
+One group reads every source and repartition topic of every pipeline, through one consumer per fetch
+lane (:mod:`cadenza.worker.lanes`: topics of latency-sensitive pipelines apart from bulk ones, so an
+urgent record never waits in librdkafka's queue behind bulk records fetched before it; one lane, one
+consumer, when the pipelines' targets are alike); one producer writes everything.
+:meth:`Worker.start` creates the topics, assembles the plan in one pass (:mod:`cadenza.worker.plan`:
+tasks whose operators get their stamps and metrics when built, and their schedules) and joins the
+group. Each :meth:`Worker.step`:
 
-1. **fetch** (:mod:`cadenza.worker.fetcher`): ``consume()`` as many records as the scheduler's
-   buffer has room for (at most ``batch_size`` or a partition's share). A partition holding its fair
-   share of the buffer is paused until it drained to half, so a burst is held back at the broker
-   while other tenants' partitions keep flowing; if the buffer fills all the same, or the producer
-   pushes back (its local queue above its high mark), every partition is paused. The fetch never
-   waits for a batch to fill (librdkafka's batch consume would wait out its whole timeout for one):
-   it takes what the client holds, and only with nothing queued anywhere waits up to
-   ``poll_timeout`` for the next single record;
+1. **fetch** (:mod:`cadenza.worker.fetcher`): ``consume()`` from every lane, most urgent first, as
+   many records as the scheduler's buffer has room for (at most ``batch_size`` or a partition's
+   share). A partition holding its fair share of the buffer is paused until it drained to half, so
+   a burst is held back at the broker while other tenants' partitions keep flowing; if the buffer
+   fills all the same, or the producer pushes back (its local queue above its high mark), every
+   partition is paused. The fetch never waits for a batch to fill (librdkafka's batch consume would
+   wait out its whole timeout for one): it takes what the client holds, and only with nothing
+   queued anywhere waits up to ``poll_timeout`` for the next single record;
 2. **decode and admit** (:meth:`Worker.admit`, the one place a record enters the scheduler): per
    record and per sub-topology reading its topic, a :class:`~cadenza.worker.unit.Unit` (or a dead
    letter) with a scheduling context (:mod:`cadenza.worker.context_stamps`), queued in its
@@ -27,7 +30,8 @@ their schedules) and joins the group. Each :meth:`Worker.step`:
 5. **commit** (:mod:`cadenza.worker.checkpoint`), every ``commit_interval`` seconds or when the
    buffer is empty: the committable offset of each partition is taken first (below it every
    record's units ran, despite the reordering), then the producer is flushed, window changelogs are
-   written and flushed, and the offsets are committed.
+   written and flushed, and the offsets are committed, each partition's through the lane consumer
+   that owns it.
 
 So a committed offset always has every output and every state write of the records below it
 acknowledged: at-least-once, with dead-lettered records committed too (their dead letter was
@@ -82,6 +86,7 @@ from cadenza.worker.executor import Executor, SchedKey
 from cadenza.worker.fetcher import Fetcher, FlowControl
 from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_spec
 from cadenza.worker.inflight import Pending
+from cadenza.worker.lanes import Lane, plan_lanes, topic_targets
 from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.output import Output
 from cadenza.worker.plan import Decode, WorkerPlan, assemble
@@ -157,6 +162,9 @@ class Worker:
     topics are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     Each sub-topology's true and observed rates (for scaling) are exported over windows of
     ``rate_window_s`` (None: ``CADENZA_RATE_WINDOW_S`` or 10 s; see :mod:`cadenza.worker.rates`).
+    ``lanes``: how topics are split into fetch lanes, one consumer each (``auto``: by the tightest
+    latency target of the pipelines reading them; ``off``: one consumer; or ascending bounds in ms,
+    ``500,10000``; see :mod:`cadenza.worker.lanes`).
     ``config``: a :class:`~cadenza.worker.config.WorkerConfig` giving every setting it declares (the
     keyword arguments it covers must then be left out).
     """
@@ -194,6 +202,7 @@ class Worker:
         replace_plan: bool = False,
         max_poll_interval: float = 300.0,
         hang_timeout: float | None = None,
+        lanes: str = "auto",
         config: WorkerConfig | None = None,
     ) -> None:
         if config is not None:
@@ -256,6 +265,15 @@ class Worker:
         self.graphs = graphs
         self.subtopologies: list[tuple[PipelineGraph, list[SubTopology]]] = [(g, split(g)) for g in graphs]
         self.policy = make_policy(policy, graphs)
+        #: The fetch lanes, most urgent first (one: a single consumer, as without lanes).
+        self.lanes: list[Lane] = plan_lanes(
+            topic_targets(
+                (sub.input_topic, graph.latency_target_s)
+                for graph, subs in self.subtopologies
+                for sub in subs
+            ),
+            lanes,
+        )
         self.scheduler: Scheduler[SchedKey, Unit] = Scheduler(
             self.policy, clock=clock, max_records=quantum_records, max_seconds=quantum_seconds
         )
@@ -279,9 +297,9 @@ class Worker:
         self._started = False
         self._output: Output | None = None
         self._guard: QuarantineGuard | None = None
-        self._consumer: Consumer | None = None
+        #: One consumer per lane, in :attr:`lanes`' order, with its error handler (empty until started).
+        self._consumers: list[tuple[Consumer, ClientErrors]] = []
         self._fetcher: Fetcher | None = None
-        self._consumer_errors: ClientErrors | None = None
         self._restorer = StateRestorer(settings, self.group, self.counters, restore_timeout)
         #: What the started worker runs (see :mod:`cadenza.worker.plan`); ``None`` until :meth:`start`.
         self.plan: WorkerPlan | None = None
@@ -297,7 +315,7 @@ class Worker:
         # A trickle of records runs the buffer dry after each one: commit then at most every poll.
         self._checkpoint.dry_interval = poll_timeout
         #: Pause and resume decisions (the fetcher applies them to the consumer once started).
-        self._flow = FlowControl(max_buffered)
+        self._flow = FlowControl(max_buffered, lanes=len(self.lanes))
         #: Runs and measures quanta (the schedules, output and emitter are given to it at the start).
         self._executor = Executor(self.scheduler, self.policy, self.stop_pipeline)
         #: Assign, revoke and lost: the one place the group's decisions are handled.
@@ -308,6 +326,7 @@ class Worker:
             assigned=self._guard_assigned,
             released=self._guard_released,
             lost=self._guard_lost,
+            members=len(self.lanes),
         )
         #: Pipelines stopped by a failed step (``on_error="stop"``), with what stopped them.
         self.stopped: dict[str, PipelineStoppedError] = {}
@@ -474,12 +493,6 @@ class Worker:
             lambda: {(tenants[name], name): 1 if name in self.stopped else 0 for name in tenants},
         )
         overrides: dict[str, Any] = {
-            # librdkafka's prefetch is the other buffer a burst fills: bound it too (per worker).
-            "queued.max.messages.kbytes": 32768,
-            # How long a fetch may wait for data. Kafka answers as soon as data arrives, but some
-            # brokers (the embedded Tansu) hold a parked fetch for the whole wait, which then adds up
-            # to this much latency to a record that arrives on an idle partition.
-            "fetch.wait.max.ms": 20,
             # Statistics each second tell when a broker is reachable again after an outage (see
             # ClientErrors.statistics): that drives cadenza_broker_reachable and /readyz.
             "statistics.interval.ms": 1000,
@@ -489,28 +502,37 @@ class Worker:
             # for co-partitioned topics, cooperative-sticky does not.
             overrides["partition.assignment.strategy"] = "range"
         overrides["max.poll.interval.ms"] = round(self.max_poll_interval * 1000)
-        overrides.update(self._consumer_overrides)
-        self._consumer, self._consumer_errors = make_consumer(self.settings, self.group, **overrides)
-        consumer_errors, producer_errors = self._consumer_errors, self._output.client_errors
-        self.exporter.register_callback(names.BROKER_REACHABLE, lambda: int(consumer_errors.brokers_up))
+        # Each lane's prefetch bounds (see cadenza.worker.lanes), then what the caller overrides.
+        given = self._consumer_overrides
+        self._consumers = [
+            make_consumer(self.settings, self.group, **{**overrides, **lane.fetch, **given})
+            for lane in self.lanes
+        ]
+        consumers = list(self._consumers)
+        producer_errors = self._output.client_errors
+        self.exporter.register_callback(
+            names.BROKER_REACHABLE, lambda: int(all(errors.brokers_up for _, errors in consumers))
+        )
         self.exporter.register_callback(
             names.CONSUMER_LAG,
             lambda: {
                 (t, str(p)): n
-                for (t, p), n in consumer_errors.consumer_lag.items()
+                for _, errors in consumers
+                for (t, p), n in errors.consumer_lag.items()
                 if (t, p) in self.assignment
             },
         )
-        self.exporter.register_callback(
-            names.KAFKA_CLIENT_ERRORS,
-            lambda: {
-                (errors.role, name): count
-                for errors in (consumer_errors, producer_errors)
-                for name, count in dict(errors.counts).items()
-            },
-        )
+
+        def client_errors() -> dict[tuple[str, ...], float | int]:
+            totals: dict[tuple[str, ...], float | int] = {}
+            for errors in (*(errors for _, errors in consumers), producer_errors):
+                for name, count in dict(errors.counts).items():
+                    totals[(errors.role, name)] = totals.get((errors.role, name), 0) + count
+            return totals
+
+        self.exporter.register_callback(names.KAFKA_CLIENT_ERRORS, client_errors)
         self._fetcher = Fetcher(
-            self._consumer,
+            [(consumer, lane.topics) for (consumer, _), lane in zip(consumers, self.lanes, strict=True)],
             self._flow,
             self.counters,
             batch_size=self.batch_size,
@@ -528,19 +550,29 @@ class Worker:
         self.exporter.register_callback(
             names.RECORDS_QUARANTINED, lambda: {(t,): n for t, n in guard.quarantined.items()}
         )
-        self._consumer.subscribe(
-            list(self._routes),
-            on_assign=rebalance.on_assign,
-            on_revoke=rebalance.on_revoke,
-            on_lost=rebalance.on_lost,
-        )
+        for (consumer, _), lane in zip(consumers, self.lanes, strict=True):
+            # Disjoint subscriptions in the one group: each partition has one owner, one lane.
+            topics = [topic for topic in self._routes if topic in lane.topics]
+            if topics:
+                consumer.subscribe(
+                    topics,
+                    on_assign=rebalance.on_assign,
+                    on_revoke=rebalance.on_revoke,
+                    on_lost=rebalance.on_lost,
+                )
+            else:  # a lane of a stopped layout: it never joins, so it must not hold /readyz back
+                rebalance.on_assign(consumer, [])
         self._started = True
         self._checkpoint.last = time.monotonic()
         _log.info(
             "worker started in group %s with policy %s, reading %s",
             self.group,
             self.policy.name,
-            ", ".join(self._routes),
+            "; ".join(
+                f"{lane.name} (target {lane.target:g}s): {', '.join(lane.topics)}" for lane in self.lanes
+            )
+            if len(self.lanes) > 1
+            else ", ".join(self._routes),
         )
 
     def _hung(self, failure: BaseException) -> None:
@@ -584,19 +616,20 @@ class Worker:
         (a user function that hangs). Called from another thread, so only right before the process
         exits: the records in flight stay uncommitted and the group's next owner runs them."""
         self._rebalance.broken = True
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
+        consumers, self._consumers = self._consumers, []
+        for consumer, _ in consumers:
             consumer.close()
 
     def close(self) -> None:
         """Leave the group and release the clients; after a failure, without committing anything."""
-        consumer, self._consumer = self._consumer, None
+        consumers, self._consumers = self._consumers, []
         try:
-            if consumer is not None:
+            if consumers:
                 if not self._rebalance.broken:
                     self._broadcast_progress(time.monotonic())  # the last progress, for the next owner
                     self.commit()
-                consumer.close()  # the revoke callback drops what is still queued
+                for consumer, _ in consumers:
+                    consumer.close()  # the revoke callback drops what is still queued
         finally:
             self._restorer.close()
             if self._guard is not None:
@@ -622,10 +655,11 @@ class Worker:
 
         Returns how many records were fetched.
         """
-        fetcher, errors, output = self._fetcher, self._consumer_errors, self._output
-        if self._consumer is None or fetcher is None or errors is None or output is None:
+        fetcher, consumers, output = self._fetcher, self._consumers, self._output
+        if not consumers or fetcher is None or output is None:
             raise CadenzaError("the worker is not started")
-        errors.raise_fatal()
+        for _, errors in consumers:
+            errors.raise_fatal()
         scheduler = self.scheduler
         buffered = len(scheduler)
         pressure = output.pressure
@@ -640,7 +674,8 @@ class Worker:
         # Ready once the group is joined and the assigned state restored (the assignment callback runs
         # inside consume), and not while no broker is reachable: the worker waits that out (the clients
         # reconnect by themselves), so liveness stays up, but nothing it does lands until then.
-        self.exporter.health.ready = rebalance.joined and errors.brokers_up and not self._stop.is_set()
+        brokers_up = all(errors.brokers_up for _, errors in consumers)
+        self.exporter.health.ready = rebalance.joined and brokers_up and not self._stop.is_set()
         if messages:
             guard = self._guard
             if guard is not None and guard.suspect:
@@ -778,7 +813,7 @@ class Worker:
     def _flow_control(self) -> None:
         """Pause and resume partitions for the buffer as it is now (see :mod:`cadenza.worker.fetcher`)."""
         fetcher, output = self._fetcher, self._output
-        if fetcher is None or output is None or self._consumer is None:
+        if fetcher is None or output is None or not self._consumers:
             return
         fetcher.regulate(len(self.scheduler), self._queued, self._held, output.pressure)
 
@@ -824,7 +859,12 @@ class Worker:
         """
         if self._output is None:
             raise CadenzaError("the worker is not started")
-        self._checkpoint.commit(self._consumer)
+        consumers = self._consumers
+        if len(consumers) == 1:
+            self._checkpoint.commit([(consumers[0][0], None)])
+        else:  # each partition's offset through the consumer that owns it (none once closed)
+            lanes = zip(consumers, self.lanes, strict=False)
+            self._checkpoint.commit([(consumer, lane.topics) for (consumer, _), lane in lanes])
 
     # -- rebalancing ----------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """Issue 8, item 3: a ``cadenza worker`` process SIGKILLed under load at random moments, three times, and
-restarted each time.
+restarted each time; with one fetch lane, and with two (issue 16: the count pipeline reads its copy
+of the input from a topic of the bulk lane, the copy pipeline from one of the urgent lane).
 
 Input streams in while the workers run and die. Two pipelines read it:
 
@@ -63,12 +64,12 @@ def stamp(reading: Reading) -> dict:
 
 
 env = os.environ
-copy = Pipeline(env["CR_PREFIX"] + "-copy", tenant="t", latency_target="1s")
+copy = Pipeline(env["CR_PREFIX"] + "-copy", tenant="t", latency_target=env["CR_COPY_TARGET"])
 copy.source(env["CR_SOURCE"], value=Reading).map(stamp).sink(env["CR_COPY_OUT"])
 
-count = Pipeline(env["CR_PREFIX"] + "-count", tenant="t", latency_target="1s")
+count = Pipeline(env["CR_PREFIX"] + "-count", tenant="t", latency_target=env["CR_COUNT_TARGET"])
 (
-    count.source(env["CR_SOURCE"], value=Reading, key=str, timestamp="ts", max_out_of_orderness=0.5)
+    count.source(env["CR_COUNT_SOURCE"], value=Reading, key=str, timestamp="ts", max_out_of_orderness=0.5)
     .window(Tumbling("1s"))
     .count()
     .sink(env["CR_COUNT_OUT"])
@@ -102,15 +103,31 @@ def committed(settings: KafkaSettings, group: str, topic: str) -> dict[int, int]
     return {tp.partition: max(tp.offset, 0) for tp in found}
 
 
+#: (copy's target, count's target, whether count reads a copy of the input from a topic of its own):
+#: one lane, or two (copy's topic urgent, count's bulk: two consumers in the group, both killed).
+LAYOUTS = {"one-lane": ("1s", "1s", False), "two-lanes": ("200ms", "5s", True)}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_sigkilled_workers_lose_nothing_and_duplicate_only_what_was_in_flight(
-    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
+    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path, layout: str
 ) -> None:
     settings = quick(kafka_settings)
     source, copy_out, count_out = new_topic(partitions=PARTITIONS), new_topic(), new_topic()
     module = tmp_path / "crash_pipelines.py"
     module.write_text(PIPELINES)
     prefix = f"cr-{uuid.uuid4().hex[:6]}"
-    env = {"CR_PREFIX": prefix, "CR_SOURCE": source, "CR_COPY_OUT": copy_out, "CR_COUNT_OUT": count_out}
+    copy_target, count_target, apart = LAYOUTS[layout]
+    count_source = new_topic(partitions=PARTITIONS) if apart else source
+    env = {
+        "CR_PREFIX": prefix,
+        "CR_SOURCE": source,
+        "CR_COPY_OUT": copy_out,
+        "CR_COUNT_OUT": count_out,
+        "CR_COPY_TARGET": copy_target,
+        "CR_COUNT_TARGET": count_target,
+        "CR_COUNT_SOURCE": count_source,
+    }
     group, log = f"g-{prefix}", tmp_path / "worker.log"
     seed = random.randrange(1 << 30)
     chance = random.Random(seed)
@@ -119,6 +136,8 @@ def test_sigkilled_workers_lose_nothing_and_duplicate_only_what_was_in_flight(
 
     def produce_rows(chunk: list[Row]) -> None:
         offsets = produce(settings, source, encode(chunk))
+        if count_source != source:
+            produce(settings, count_source, encode(chunk))
         for (i, _, _, p), offset in zip(chunk, offsets, strict=True):
             where[i] = (p, offset)
 
@@ -161,6 +180,8 @@ def test_sigkilled_workers_lose_nothing_and_duplicate_only_what_was_in_flight(
             for p in range(PARTITIONS)
         ]
         produce(settings, source, flush)
+        if count_source != source:
+            produce(settings, count_source, flush)
         want_windows = expected_windows(rows)
 
         def windows() -> dict[tuple[str, float], set[int]]:
@@ -179,7 +200,12 @@ def test_sigkilled_workers_lose_nothing_and_duplicate_only_what_was_in_flight(
                 and windows().keys() >= want_windows.keys()
             ),
             90,
-            lambda: f"every result after {KILLS} kills (seed {seed})",
+            lambda: (
+                f"every result after {KILLS} kills (seed {seed}): "
+                f"{len({json.loads(r.value or b'')['id'] for r in reader.records[copy_out]})} of "
+                f"{EVENTS + PARTITIONS} copies, {len(want_windows.keys() - windows().keys())} of "
+                f"{len(want_windows)} windows missing"
+            ),
             worker,
         )
         assert worker.terminate() == 0, worker.text()[-2000:]

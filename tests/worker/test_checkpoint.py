@@ -94,7 +94,7 @@ def test_outputs_are_flushed_before_state_and_state_before_the_offsets() -> None
     checkpoint.windows.append(step)
     done = admit(checkpoint, "in", 0, 7, 1)
     done[1] -= 1
-    checkpoint.commit(None)
+    checkpoint.commit(())
     assert journal.events == [
         ("flush",),  # the outputs the state was computed with first
         ("produce", "w-changelog", b"j", None, 0),
@@ -103,7 +103,7 @@ def test_outputs_are_flushed_before_state_and_state_before_the_offsets() -> None
     ]
     assert checkpoint.offsets.positions == {("in", 0): 8}  # no group consumer here: kept pending
     journal.events.clear()
-    checkpoint.commit(None)
+    checkpoint.commit(())
     assert journal.events == [("flush",)]  # nothing touched since: no changelog round
 
 
@@ -117,9 +117,9 @@ def test_records_finishing_during_the_flush_wait_for_the_next_commit() -> None:
         second[1] -= 1
 
     journal.on_flush.append(finish_second)
-    checkpoint.commit(None)
+    checkpoint.commit(())
     assert checkpoint.offsets.positions == {("in", 0): 1}
-    checkpoint.commit(None)
+    checkpoint.commit(())
     assert checkpoint.offsets.positions == {("in", 0): 2}
 
 
@@ -128,7 +128,7 @@ def test_a_stopped_pipelines_state_is_no_longer_changelogged() -> None:
     kept, stopped = Step("kept", {0: [(b"a", b"1")]}), Step("stopped", {0: [(b"b", b"2")]})
     checkpoint.windows.extend([kept, stopped])
     checkpoint.stop_changelogging([stopped])
-    checkpoint.commit(None)
+    checkpoint.commit(())
     assert [e[1] for e in journal.events if e[0] == "produce"] == ["kept-changelog"]
 
 
@@ -158,7 +158,7 @@ def test_commit_is_due_when_something_finished_and_the_buffer_ran_dry_or_the_int
 def test_committing_before_the_worker_started_is_refused() -> None:
     checkpoint = Checkpoint(WorkerCounters(), 0.2)
     try:
-        checkpoint.commit(None)
+        checkpoint.commit(())
     except RuntimeError as exc:
         assert "no output" in str(exc)
     else:
@@ -191,7 +191,7 @@ def test_committed_offsets_never_pass_an_unfinished_record(
             remaining[index] -= 1
             admitted[index][2][1] -= 1
             continue
-        checkpoint.commit(None)
+        checkpoint.commit(())
         for (_, partition), offset in checkpoint.offsets.positions.items():
             committed[partition] = offset
         # Brute force: per partition, the first offset with units left, else one past the last.

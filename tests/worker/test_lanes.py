@@ -1,0 +1,105 @@
+"""Fetch lanes in isolation (pure logic, no broker): which topic goes to which lane, the setting's
+forms and errors, and the buffer bound with several consumers each allowed one record beyond the room.
+The lanes of a running worker are covered by ``test_lanes_kafka``."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import TopicPartition
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cadenza.errors import ConfigError
+from cadenza.pipelines import Pipeline
+from cadenza.settings import KafkaSettings
+from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
+from cadenza.worker.fetcher import FlowControl
+from cadenza.worker.lanes import BULK_FETCH, LANE_RATIO, URGENT_FETCH, lane_bounds, plan_lanes, topic_targets
+
+
+def test_a_topic_takes_the_tightest_target_of_its_readers() -> None:
+    assert topic_targets([("a", 5.0), ("a", 0.3), ("b", 5.0), ("a", 1.0)]) == {"a": 0.3, "b": 5.0}
+
+
+def test_auto_splits_targets_far_apart_and_keeps_close_ones_together() -> None:
+    targets = {"ls": 0.3, "ls2": 0.3 * (LANE_RATIO - 1), "ba": 0.3 * LANE_RATIO * LANE_RATIO}
+    lanes = plan_lanes(targets)
+    assert [lane.topics for lane in lanes] == [("ls", "ls2"), ("ba",)]
+    assert [lane.target for lane in lanes] == [0.3, targets["ba"]]
+    # The urgent lane fetches fresh; the last one keeps the bulk settings a worker always had.
+    assert lanes[0].fetch == URGENT_FETCH and lanes[1].fetch == BULK_FETCH
+
+
+def test_alike_targets_make_one_lane_with_the_bulk_settings() -> None:
+    lanes = plan_lanes({"a": 1.0, "b": 2.0, "c": 1.0 * LANE_RATIO * 0.99})
+    assert len(lanes) == 1 and lanes[0].topics == ("a", "b", "c") and lanes[0].fetch == BULK_FETCH
+
+
+def test_off_is_one_lane_and_bounds_place_topics_below_them() -> None:
+    targets = {"fast": 0.1, "mid": 2.0, "slow": 60.0}
+    assert [lane.topics for lane in plan_lanes(targets, "off")] == [("fast", "mid", "slow")]
+    assert [lane.topics for lane in plan_lanes(targets, "500,10000")] == [("fast",), ("mid",), ("slow",)]
+    # A lane no topic falls into is dropped, and indexes stay dense.
+    lanes = plan_lanes(targets, "50,1000")
+    assert [(lane.index, lane.topics) for lane in lanes] == [(0, ("fast",)), (1, ("mid", "slow"))]
+
+
+@pytest.mark.parametrize("spec", ["fast", "100,abc", "-5", "1000,500", "0"])
+def test_a_bad_lanes_setting_is_a_config_error_naming_the_variable(
+    spec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ValueError):
+        lane_bounds(spec)
+    with pytest.raises(ConfigError, match="lanes"):
+        plan_lanes({"t": 1.0}, spec)
+    monkeypatch.setenv("CADENZA_LANES", spec)
+    with pytest.raises(ConfigError, match="CADENZA_LANES"):
+        WorkerConfig.load()
+
+
+def test_the_worker_puts_a_repartition_topic_in_the_lane_of_the_pipeline_reading_it() -> None:
+    ls = Pipeline("lanes-ls", tenant="LS", latency_target="300ms")
+    ls.source("clicks").key_by(lambda v: v).map(lambda v: v).sink("ls-out")
+    ba = Pipeline("lanes-ba", tenant="BA", latency_target="5s")
+    ba.source("jobs").map(lambda v: v).sink("ba-out")
+    settings_ = KafkaSettings(bootstrap_servers="127.0.0.1:1")
+    worker = Worker([ls, ba], settings_, config=WorkerConfig.load())
+    assert [set(lane.topics) for lane in worker.lanes] == [
+        {"clicks", "lanes-ls.2-key_by.repartition"},
+        {"jobs"},
+    ]
+    assert len(Worker([ls, ba], settings_, lanes="off").lanes) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    max_buffered=st.integers(10, 300),
+    lanes=st.integers(1, 4),
+    fanout=st.integers(1, 3),
+    steps=st.lists(st.tuples(st.integers(0, 100), st.booleans()), min_size=1, max_size=40),
+)
+def test_the_buffer_bound_holds_when_every_lane_takes_a_record_beyond_the_room(
+    max_buffered: int, lanes: int, fanout: int, steps: list[tuple[int, bool]]
+) -> None:
+    """One partition per lane, each with an endless backlog. Each step every unpaused lane takes what
+    the room left it, or one record when there is none (a fetch must call every consumer to serve
+    its callbacks): the buffer still never exceeds ``max_buffered``."""
+    flow = FlowControl(max_buffered, fanout, lanes=lanes)
+    tps = [TopicPartition(f"lane{i}", 0) for i in range(lanes)]
+    queued = [0] * lanes
+    for drained, pressure in steps:
+        room = flow.room(sum(queued) * fanout)
+        taken = 0
+        for i in range(lanes):
+            if (f"lane{i}", 0) in flow.paused:
+                continue
+            got = room - taken if room - taken > 0 else 1
+            queued[i] += got
+            taken += got
+        assert sum(queued) * fanout <= max_buffered
+        for _ in range(drained):
+            largest = max(range(lanes), key=lambda i: queued[i])
+            if queued[largest]:
+                queued[largest] -= 1
+        flow.decide(tps, sum(queued) * fanout, lambda t, _p: queued[int(t[4:])] * fanout, pressure=pressure)

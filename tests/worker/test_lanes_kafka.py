@@ -1,0 +1,124 @@
+"""Fetch lanes through the real broker: an urgent pipeline and a bulk one on one worker, each lane
+its own consumer in the one group.
+
+The bulk topic is flooded with many times the buffer while urgent records stream in: every output
+arrives exactly once, the buffer bound holds across both lanes, each lane's consumer owns only its
+own topics' partitions, the flood pauses only bulk partitions, and the offsets of both lanes are
+committed in the one group (each through the consumer that owns the partition).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import TopicPartition
+from pydantic import BaseModel
+
+from cadenza.infra.kafka.clients import make_consumer
+from cadenza.pipelines import Pipeline
+from cadenza.settings import KafkaSettings
+from cadenza.testing.pytest_plugin import NewTopic
+from cadenza.worker import Worker
+from tests.worker.kafka_io import produce, reading, running
+
+pytestmark = pytest.mark.kafka
+
+PARTITIONS = 2
+
+
+class Item(BaseModel):
+    id: int
+
+
+def item(i: int) -> bytes:
+    return json.dumps({"id": i}).encode()
+
+
+def committed(settings: KafkaSettings, group: str, topic: str) -> int:
+    consumer, _ = make_consumer(settings, group)
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+    finally:
+        consumer.close()
+    return sum(max(tp.offset, 0) for tp in found)
+
+
+def slow(x: Item) -> int:
+    time.sleep(0.0005)  # the bulk backlog takes a while to drain: urgent records arrive during it
+    return x.id
+
+
+def test_two_lanes_lose_nothing_keep_the_bound_and_commit_through_their_own_consumer(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    urgent_in, bulk_in = new_topic(partitions=PARTITIONS), new_topic(partitions=PARTITIONS)
+    urgent_out, bulk_out = new_topic(), new_topic()
+    suffix = uuid.uuid4().hex[:6]
+    urgent = Pipeline(f"urgent-{suffix}", tenant="LS", latency_target="200ms")
+    urgent.source(urgent_in, value=Item).map(lambda x: x.id).sink(urgent_out)
+    bulk = Pipeline(f"bulk-{suffix}", tenant="BA", latency_target="10s")
+    bulk.source(bulk_in, value=Item).map(slow).sink(bulk_out)
+    flood, trickle, max_buffered = 3000, 200, 200
+    produce(kafka_settings, bulk_in, [(None, item(i), i % PARTITIONS) for i in range(flood)])
+    group = f"g-lanes-{suffix}"
+    worker = Worker(
+        [urgent, bulk], kafka_settings, group=group, max_buffered=max_buffered, batch_size=500, policy="cameo"
+    )
+    assert [lane.topics for lane in worker.lanes] == [(urgent_in,), (bulk_in,)]
+
+    def stream_urgent() -> None:
+        for start in range(0, trickle, 20):
+            produce(
+                kafka_settings, urgent_in, [(None, item(i), i % PARTITIONS) for i in range(start, start + 20)]
+            )
+            time.sleep(0.05)
+
+    with reading(kafka_settings, [urgent_out, bulk_out]) as reader, running(worker):
+        assert worker.wait_assigned(30)
+        streaming = threading.Thread(target=stream_urgent, daemon=True)
+        streaming.start()
+        reader.wait_for(
+            lambda got: len(got[urgent_out]) >= trickle and len(got[bulk_out]) >= flood,
+            timeout=90,
+            what="every output of both lanes",
+        )
+        streaming.join(10)
+        fetcher = worker._fetcher
+        assert fetcher is not None and len(fetcher.consumers) == 2
+        # Each lane's consumer was given its own topics' partitions only (the worker's consumers are
+        # not called from the test's thread: a call beside the worker's consume blocks).
+        owned = [{t for t, _ in worker._rebalance.owned(c)} for c in fetcher.consumers]
+        assert owned == [{urgent_in}, {bulk_in}]
+        # The flood paused bulk partitions only: the urgent lane was never held back.
+        assert worker.counters.pauses >= 1
+        reader.settle(0.5)
+    urgent_ids = sorted(int(r.value or b"-1") for r in reader.records[urgent_out])
+    bulk_ids = sorted(int(r.value or b"-1") for r in reader.records[bulk_out])
+    assert urgent_ids == list(range(trickle)) and bulk_ids == list(range(flood))
+    assert 0 < worker.counters.peak_buffered <= max_buffered
+    # Both lanes' offsets are in the one group, at the end of each topic.
+    assert committed(kafka_settings, group, urgent_in) == trickle
+    assert committed(kafka_settings, group, bulk_in) == flood
+
+
+def test_alike_targets_keep_a_single_consumer(kafka_settings: KafkaSettings, new_topic: NewTopic) -> None:
+    a_in, b_in, out = new_topic(partitions=PARTITIONS), new_topic(partitions=PARTITIONS), new_topic()
+    suffix = uuid.uuid4().hex[:6]
+    a = Pipeline(f"a-{suffix}", tenant="a", latency_target="1s")
+    a.source(a_in, value=Item).map(lambda x: x.id).sink(out)
+    b = Pipeline(f"b-{suffix}", tenant="b", latency_target="2s")
+    b.source(b_in, value=Item).map(lambda x: -1 - x.id).sink(out)
+    produce(kafka_settings, a_in, [(None, item(i), None) for i in range(50)])
+    produce(kafka_settings, b_in, [(None, item(i), None) for i in range(50)])
+    worker = Worker([a, b], kafka_settings, group=f"g-one-{suffix}")
+    assert len(worker.lanes) == 1
+    with reading(kafka_settings, [out]) as reader, running(worker):
+        reader.wait_for(lambda got: len(got[out]) >= 100, timeout=60, what="every output")
+        fetcher = worker._fetcher
+        assert fetcher is not None and len(fetcher.consumers) == 1
+        assert {t for t, _ in worker._rebalance.owned(fetcher.consumer)} == {a_in, b_in}
+    assert sorted(int(r.value or b"0") for r in reader.records[out]) == list(range(-50, 50))
