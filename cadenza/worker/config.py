@@ -166,11 +166,12 @@ class WorkerConfig(BaseSettings):
         gt=0.0,
     )
     lanes: str = _field(
-        "auto",
+        "off",
         "Fetch lanes, one consumer each, so that records of latency-sensitive pipelines never queue "
-        "behind bulk ones fetched earlier: auto (a lane per group of latency targets within 4x of "
-        "each other; one lane if they all are), off (one consumer), or ascending bounds in ms "
-        "(500,10000: topics whose tightest target is below 500 ms, below 10 s, the rest).",
+        "behind bulk ones fetched earlier: off (one consumer; the default until lanes are shown to "
+        "help, see benchmarks/RESULTS.md), auto (a lane per group of latency targets within 4x of "
+        "each other; one lane if they all are), or ascending bounds in ms (500,10000: topics whose "
+        "tightest target is below 500 ms, below 10 s, the rest).",
     )
 
     @field_validator("lanes")

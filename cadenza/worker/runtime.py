@@ -202,7 +202,7 @@ class Worker:
         replace_plan: bool = False,
         max_poll_interval: float = 300.0,
         hang_timeout: float | None = None,
-        lanes: str = "auto",
+        lanes: str = "off",
         config: WorkerConfig | None = None,
     ) -> None:
         if config is not None:

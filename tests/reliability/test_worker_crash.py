@@ -127,6 +127,7 @@ def test_sigkilled_workers_lose_nothing_and_duplicate_only_what_was_in_flight(
         "CR_COPY_TARGET": copy_target,
         "CR_COUNT_TARGET": count_target,
         "CR_COUNT_SOURCE": count_source,
+        "CADENZA_LANES": "auto" if apart else "off",
     }
     group, log = f"g-{prefix}", tmp_path / "worker.log"
     seed = random.randrange(1 << 30)

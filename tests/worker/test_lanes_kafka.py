@@ -66,7 +66,13 @@ def test_two_lanes_lose_nothing_keep_the_bound_and_commit_through_their_own_cons
     produce(kafka_settings, bulk_in, [(None, item(i), i % PARTITIONS) for i in range(flood)])
     group = f"g-lanes-{suffix}"
     worker = Worker(
-        [urgent, bulk], kafka_settings, group=group, max_buffered=max_buffered, batch_size=500, policy="cameo"
+        [urgent, bulk],
+        kafka_settings,
+        group=group,
+        max_buffered=max_buffered,
+        batch_size=500,
+        policy="cameo",
+        lanes="auto",
     )
     assert [lane.topics for lane in worker.lanes] == [(urgent_in,), (bulk_in,)]
 
@@ -114,7 +120,7 @@ def test_alike_targets_keep_a_single_consumer(kafka_settings: KafkaSettings, new
     b.source(b_in, value=Item).map(lambda x: -1 - x.id).sink(out)
     produce(kafka_settings, a_in, [(None, item(i), None) for i in range(50)])
     produce(kafka_settings, b_in, [(None, item(i), None) for i in range(50)])
-    worker = Worker([a, b], kafka_settings, group=f"g-one-{suffix}")
+    worker = Worker([a, b], kafka_settings, group=f"g-one-{suffix}", lanes="auto")
     assert len(worker.lanes) == 1
     with reading(kafka_settings, [out]) as reader, running(worker):
         reader.wait_for(lambda got: len(got[out]) >= 100, timeout=60, what="every output")
