@@ -106,7 +106,7 @@ def demo(
 
 def _print_results(module: ModuleType, result: dict[str, Any], requested_load: float) -> None:
     """The table per policy and tenant, saying plainly whether each tenant met its target, and a
-    warning per repetition in which the machine lost capacity (``module`` is
+    warning per repetition that lost capacity (``module`` is
     :mod:`cadenza.demo.s1`)."""
     table = Table(title="S1, one worker, same bursty input for each policy")
     columns = ("policy", "tenant", "target ms", "p50 ms", "p99 ms", "deadline met", "results", "target met?")
@@ -134,8 +134,8 @@ def _print_results(module: ModuleType, result: dict[str, Any], requested_load: f
                 console.print(
                     f"[yellow]{system}: this machine ran less than {1 / module.OVERLOAD_MARGIN:.0%} of "
                     f"the BA work it did at calibration (so BA ran at load {actual:.2f}, not "
-                    f"{requested_load:.2f}); other processes took the CPU, and this run says more about the "
-                    "machine than about the policy.[/]"
+                    f"{requested_load:.2f}); other processes or the policy's own cost per record took "
+                    "the capacity, and the run was not at the load asked for.[/]"
                 )
 
 
