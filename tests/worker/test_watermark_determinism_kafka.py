@@ -229,6 +229,9 @@ def killed(run: Run, parts: list[list[Row]], expected: dict[str, set[Expected]])
         run.send(partition, rows[: half[partition]])
     first = run.start_worker()
     run.wait(lambda: any(run.found().values()), 60, "the first results")
+    # Its changelog is written with its commits (every 0.2 s): give it a few, so that the restart has
+    # state to restore (a kill before the first one leaves an empty changelog and nothing to check).
+    time.sleep(1.0)
     first.kill()
     run.killed.append(first)
     for partition, rows in enumerate(parts):
