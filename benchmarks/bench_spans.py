@@ -111,18 +111,7 @@ def bench_fastavro_encode(number: int, repeat: int) -> dict[str, float]:
     t_f = time.time()
     span = Span.from_run(
         "bench",
-        "tenant-ls",
-        "fraud-score",
-        "sink",
-        3,
-        2**63 + 5,
-        0.0012,
-        0.0004,
-        t_f,
-        0.1,
-        t_f + 0.05,
-        True,
-        1.0,
+        ("tenant-ls", "fraud-score", "sink", 3, 2**63 + 5, 0.0012, 0.0004, t_f, 0.1, t_f + 0.05, True),
     )
     return per_call_us(lambda: encode_span(span), number, repeat)
 

@@ -27,7 +27,7 @@ from cadenza.infra.lifecycle import Lifecycle
 from cadenza.infra.metrics.sampling import FIBONACCI_MULTIPLIER, sample_threshold
 from cadenza.infra.metrics.span_sink import KafkaSpanSink, SpanSink
 from cadenza.infra.metrics.span_writer import SpanWriter
-from cadenza.infra.metrics.spans import SPAN_CODEC, span_key
+from cadenza.infra.metrics.spans import SPAN_CODEC, SpanRun, span_key
 from cadenza.settings import KafkaSettings
 
 __all__ = ["SpanEmitter"]
@@ -35,9 +35,6 @@ __all__ = ["SpanEmitter"]
 _log = logging.getLogger("cadenza.metrics.spans")
 
 _MASK = (1 << 64) - 1
-
-# (tenant, pipeline, operator, partition, trace id, queue wait, run time, t_F, L, at, sink)
-_Raw = tuple[str, str, str, int, int, float, float, float, float, float, bool]
 
 
 class SpanEmitter(Lifecycle):
@@ -96,7 +93,7 @@ class SpanEmitter(Lifecycle):
         self._batch_size = batch_size
         self._linger = float(linger)
         self._max_buffered = max_buffered
-        self._buffer: deque[_Raw] = deque()
+        self._buffer: deque[SpanRun] = deque()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._drain_lock = threading.Lock()
@@ -305,7 +302,7 @@ class SpanEmitter(Lifecycle):
         for _ in range(count):
             raw = popleft()
             try:
-                value = encode(*raw)
+                value = encode(raw)
             except Exception:
                 failed += 1
                 continue

@@ -16,8 +16,12 @@ https://avro.apache.org/docs/1.11.1/specification/#binary-encoding
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 from cadenza.schemas.errors import EncodeError
+
+if TYPE_CHECKING:
+    from cadenza.infra.metrics.spans import SpanRun
 
 __all__ = ["SPANS_AVSC_FINGERPRINT", "SpanWriter"]
 
@@ -95,35 +99,23 @@ class SpanWriter:
         self._prefixes[(tenant_id, pipeline_id, operator_id)] = prefix
         return prefix
 
-    def encode_run(  # noqa: PLR0917 - the sender spreads a buffered tuple into it, per span
-        self,
-        tenant_id: str,
-        pipeline_id: str,
-        operator_id: str,
-        partition: int,
-        trace_id: int,
-        queue_wait: float,
-        run_time: float,
-        frontier_time: float,
-        latency_target: float,
-        at: float,
-        sink: bool,
-    ) -> bytes:
+    def encode_run(self, run: SpanRun) -> bytes:
         """The body of the span :meth:`Span.from_run <cadenza.infra.metrics.spans.Span.from_run>`
-        derives from these arguments, byte for byte what ``encode_span`` writes for it."""
-        prefix = self._prefixes.get((tenant_id, pipeline_id, operator_id))
+        derives from ``run``, byte for byte what ``encode_span`` writes for it."""
+        tenant, pipeline, operator, partition, trace_id, wait, ran, t_f, target, at, sink = run
+        prefix = self._prefixes.get((tenant, pipeline, operator))
         if prefix is None:
-            prefix = self._prefix(tenant_id, pipeline_id, operator_id)
-        deadline = frontier_time + latency_target
+            prefix = self._prefix(tenant, pipeline, operator)
+        deadline = t_f + target
         try:
             deadline_us = round(deadline * 1_000_000)
             at_us = round(at * 1_000_000)
             if sink:
-                e2e = _SOME_DOUBLE + _pack_double(at - frontier_time)
+                e2e = _SOME_DOUBLE + _pack_double(at - t_f)
                 met = _MET if at <= deadline else _MISSED
             else:
                 e2e = met = _NULL
-            timing = _pack_two_doubles(queue_wait, run_time)
+            timing = _pack_two_doubles(wait, ran)
         except (OverflowError, ValueError, TypeError, struct.error) as exc:  # inf or NaN times
             raise EncodeError(f"cannot encode Span: {exc}", error_type=type(exc).__name__) from exc
         if not (

@@ -15,13 +15,20 @@ from cadenza.infra.kafka.headers import AnyHeaders
 from cadenza.infra.metrics.avsc import AvscCodec, epoch_seconds, to_micros
 from cadenza.schemas.errors import DecodeError, EncodeError
 
-__all__ = ["SPANS_AVSC", "SPAN_CODEC", "Span", "decode_span", "encode_span", "span_key"]
+__all__ = ["SPANS_AVSC", "SPAN_CODEC", "Span", "SpanRun", "decode_span", "encode_span", "span_key"]
 
 SPANS_AVSC = "spans.avsc"
 """The schema file, in ``cadenza/schemas``."""
 
 SPAN_CODEC = AvscCodec(SPANS_AVSC)
 """Shared codec (stateless, thread-safe); its ``headers()`` go on every span record."""
+
+SpanRun = tuple[str, str, str, int, int, float, float, float, float, float, bool]
+"""The raw measurements of one operator run, as the executor hands them to
+:meth:`SpanEmitter.emit <cadenza.infra.metrics.emitter.SpanEmitter.emit>` and in its argument order:
+``(tenant_id, pipeline_id, operator_id, partition, trace_id, queue_wait, run_time, frontier_time,
+latency_target, at, sink)``. A plain tuple, built once per sampled run on the hot path; the span is
+derived from it later, off that path (:meth:`Span.from_run`, or the emitter's encoder directly)."""
 
 _MASK = (1 << 64) - 1
 _SIGN = 1 << 63
@@ -56,38 +63,24 @@ class Span(NamedTuple):
     sample_ratio: float = 1.0
 
     @classmethod
-    def from_run(  # noqa: PLR0917 - the sender spreads a buffered tuple into it, per span
-        cls,
-        worker_id: str,
-        tenant_id: str,
-        pipeline_id: str,
-        operator_id: str,
-        partition: int,
-        trace_id: int,
-        queue_wait: float,
-        run_time: float,
-        frontier_time: float,
-        latency_target: float,
-        at: float,
-        sink: bool,
-        sample_ratio: float = 1.0,
-    ) -> Span:
+    def from_run(cls, worker_id: str, run: SpanRun, sample_ratio: float = 1.0) -> Span:
         """Derive the span of a run: the deadline is ``t_F + L``; a sink's latency is ``at - t_F``.
 
         ``at`` is when the run finished, which for a sink is when its result was handed to Kafka: the
         moment the pipeline's latency target is about.
         """
-        deadline = frontier_time + latency_target
+        tenant, pipeline, operator, partition, trace, wait, ran, t_f, target, at, sink = run
+        deadline = t_f + target
         return cls(
-            pipeline_id,
-            tenant_id,
-            operator_id,
+            pipeline,
+            tenant,
+            operator,
             worker_id,
             partition,
-            trace_id,
-            queue_wait,
-            run_time,
-            at - frontier_time if sink else None,
+            trace,
+            wait,
+            ran,
+            at - t_f if sink else None,
             deadline,
             (at <= deadline) if sink else None,
             at,

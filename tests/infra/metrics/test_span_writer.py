@@ -56,10 +56,10 @@ def test_same_bytes_as_fastavro(
 ) -> None:
     writer = SpanWriter(worker, ratio)
     args = (tenant, pipeline, operator, partition, trace, queue_wait, run_time, frontier, latency, at, sink)
-    data = writer.encode_run(*args)
-    span = Span.from_run(worker, *args, ratio)
+    data = writer.encode_run(args)
+    span = Span.from_run(worker, args, ratio)
     assert data == encode_span(span)
-    assert writer.encode_run(*args) == data  # the cached prefix gives the same bytes
+    assert writer.encode_run(args) == data  # the cached prefix gives the same bytes
     decoded = decode_span(data)
     assert (decoded.trace_id, decoded.partition, decoded.met) == (trace, partition, span.met)
 
@@ -81,9 +81,9 @@ def test_varint_edges(value: int) -> None:
 )
 def test_unencodable_runs_raise_encode_error(frontier: float, at: float, partition: int) -> None:
     with pytest.raises(EncodeError):
-        SpanWriter("w", 1.0).encode_run("t", "p", "o", partition, 1, 0.0, 0.0, frontier, 0.5, at, True)
+        SpanWriter("w", 1.0).encode_run(("t", "p", "o", partition, 1, 0.0, 0.0, frontier, 0.5, at, True))
 
 
 def test_unencodable_ids_raise_encode_error() -> None:
     with pytest.raises(EncodeError):
-        SpanWriter("w", 1.0).encode_run("\ud800", "p", "o", 0, 1, 0.0, 0.0, 1.0, 0.5, 1.0, False)
+        SpanWriter("w", 1.0).encode_run(("\ud800", "p", "o", 0, 1, 0.0, 0.0, 1.0, 0.5, 1.0, False))

@@ -30,19 +30,19 @@ def reference_read(data: bytes) -> dict[str, Any]:
 
 
 def test_a_sink_run_gets_latency_and_met() -> None:
-    met = Span.from_run("w", "ads", "clicks", "sink", 2, 42, 0.125, 0.0625, T_F, L, T_F + 0.25, True, 0.5)
+    met = Span.from_run("w", ("ads", "clicks", "sink", 2, 42, 0.125, 0.0625, T_F, L, T_F + 0.25, True), 0.5)
     assert met.deadline == T_F + L
     assert met.e2e_latency_s == 0.25
     assert met.met is True
-    late = Span.from_run("w", "ads", "clicks", "sink", 2, 42, 0.0, 0.0, T_F, L, T_F + 0.75, True)
+    late = Span.from_run("w", ("ads", "clicks", "sink", 2, 42, 0.0, 0.0, T_F, L, T_F + 0.75, True))
     assert late.met is False and late.e2e_latency_s == 0.75
-    inner = Span.from_run("w", "ads", "clicks", "map", 2, 42, 0.0, 0.0, T_F, L, T_F + 0.75, False)
+    inner = Span.from_run("w", ("ads", "clicks", "map", 2, 42, 0.0, 0.0, T_F, L, T_F + 0.75, False))
     assert inner.e2e_latency_s is None and inner.met is None
 
 
 def test_round_trip_and_reference_reader() -> None:
     span = Span.from_run(
-        "worker-1", "ads", "clicks", "sink", 3, 2**64 - 5, 0.125, 0.0625, T_F, L, T_F + 0.25, True, 0.5
+        "worker-1", ("ads", "clicks", "sink", 3, 2**64 - 5, 0.125, 0.0625, T_F, L, T_F + 0.25, True), 0.5
     )
     data = encode_span(span)
     assert decode_span(data, SPAN_CODEC.headers()) == span
@@ -56,7 +56,7 @@ def test_round_trip_and_reference_reader() -> None:
 
 
 def test_non_sink_nulls_round_trip() -> None:
-    span = Span.from_run("w", "t", "p", "map", 0, 7, 0.001, 0.002, T_F, L, T_F + 0.1, False)
+    span = Span.from_run("w", ("t", "p", "map", 0, 7, 0.001, 0.002, T_F, L, T_F + 0.1, False))
     assert decode_span(encode_span(span)) == span
     assert reference_read(encode_span(span))["met"] is None
 
