@@ -2,54 +2,21 @@
 
 ``store`` holds the state, ``changelog`` says what is written and how it is replayed, ``serde`` turns
 keys and values into bytes, ``restore`` reads changelog partitions back from the broker.
+
+This package exports what its modules export: each module's ``__all__`` is the one list of its
+public names, so a name added there needs no second entry here.
 """
 
-from cadenza.state.changelog import ChangelogReplay, ChangelogView, ChangelogWrite
-from cadenza.state.factory import (
-    STORE_KINDS,
-    StoreFactory,
-    StoreKind,
-    load_store_factory,
-    memory_stores,
-    rocksdb_stores,
-    store_factory,
-)
-from cadenza.state.restore import restore_changelogs
-from cadenza.state.serde import (
-    POSITION_KEY,
-    Position,
-    StateDecodeError,
-    decode_key,
-    decode_position,
-    decode_value,
-    encode_key,
-    encode_position,
-    encode_value,
-)
-from cadenza.state.store import InMemoryStateStore, PartitionState, StateStore
+from cadenza.state import changelog, factory, restore, serde, store
+from cadenza.state.changelog import *  # noqa: F403
+from cadenza.state.factory import *  # noqa: F403
+from cadenza.state.restore import *  # noqa: F403
+from cadenza.state.serde import *  # noqa: F403
+from cadenza.state.store import *  # noqa: F403
 
-__all__ = [
-    "POSITION_KEY",
-    "STORE_KINDS",
-    "ChangelogReplay",
-    "ChangelogView",
-    "ChangelogWrite",
-    "InMemoryStateStore",
-    "PartitionState",
-    "Position",
-    "StateDecodeError",
-    "StateStore",
-    "StoreFactory",
-    "StoreKind",
-    "decode_key",
-    "decode_position",
-    "decode_value",
-    "encode_key",
-    "encode_position",
-    "encode_value",
-    "load_store_factory",
-    "memory_stores",
-    "restore_changelogs",
-    "rocksdb_stores",
-    "store_factory",
-]
+__all__: list[str] = []
+__all__ += changelog.__all__
+__all__ += factory.__all__
+__all__ += restore.__all__
+__all__ += serde.__all__
+__all__ += store.__all__
