@@ -37,7 +37,14 @@ from cadenza.operators.window_assigners import (
 if TYPE_CHECKING:  # the state package loads the Kafka client; these operators are pure logic
     from cadenza.state.store import PartitionState
 
-__all__ = ["Late", "WatermarkTracker", "WindowFailure", "WindowResult", "WindowedAggregation"]
+__all__ = [
+    "EventTimeState",
+    "Late",
+    "WatermarkTracker",
+    "WindowFailure",
+    "WindowResult",
+    "WindowedAggregation",
+]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -214,12 +221,43 @@ class WindowFailure(NamedTuple):
     error: Exception
 
 
+class EventTimeState:
+    """What the window aggregation and the join share: keyed state in a
+    :data:`~cadenza.state.store.PartitionState`, an index of it ordered by the time an entry expires
+    (a heap, with a sequence number breaking ties), the allowed lateness and the watermark last seen.
+
+    The watermark is not stored: after a restore it starts from ``-inf`` and the next ``advance``
+    raises it. Subclasses rebuild their heap from the restored state.
+    """
+
+    __slots__ = ("_heap", "_lateness", "_seq", "_state", "_watermark")
+
+    def __init__(self, lateness: float, state: PartitionState | None) -> None:
+        self._lateness = lateness
+        self._state: PartitionState = {} if state is None else state
+        self._watermark = _NEG_INF
+        self._heap: list[tuple[float, int, Any]] = []
+        self._seq = itertools.count()
+
+    @property
+    def watermark(self) -> float:
+        return self._watermark
+
+    @property
+    def allowed_lateness(self) -> float:
+        return self._lateness
+
+    @property
+    def state(self) -> PartitionState:
+        return self._state
+
+
 # Window state (a :data:`~cadenza.state.store.PartitionState`): record key -> ``[windows, buffer]``,
 # both lists of plain lists (``[start, end, accumulator]`` and, for sliding windows only,
 # ``[event_time, value]``).
 
 
-class WindowedAggregation(Generic[K, V, A, R]):
+class WindowedAggregation(EventTimeState, Generic[K, V, A, R]):
     """Keyed window aggregation over event time, emitting each window once when it closes.
 
     Feed records with :meth:`add` in offset order (per input partition) and call :meth:`advance` with
@@ -234,20 +272,7 @@ class WindowedAggregation(Generic[K, V, A, R]):
     :meth:`advance`, see there.
     """
 
-    __slots__ = (
-        "_add",
-        "_agg",
-        "_assign",
-        "_failed",
-        "_gap",
-        "_heap",
-        "_lateness",
-        "_ready",
-        "_seq",
-        "_size",
-        "_state",
-        "_watermark",
-    )
+    __slots__ = ("_add", "_agg", "_assign", "_failed", "_gap", "_ready", "_size")
 
     def __init__(
         self,
@@ -256,12 +281,8 @@ class WindowedAggregation(Generic[K, V, A, R]):
         allowed_lateness: Duration = 0.0,
         state: PartitionState | None = None,
     ) -> None:
+        super().__init__(_seconds(allowed_lateness, "allowed_lateness"), state)
         self._agg = aggregator
-        self._lateness = _seconds(allowed_lateness, "allowed_lateness")
-        self._state: PartitionState = {} if state is None else state
-        self._watermark = _NEG_INF
-        self._heap: list[tuple[float, int, Any]] = []
-        self._seq = itertools.count()
         #: Closed windows not handed out yet: results and failures, kept when advance raised.
         self._ready: list[WindowResult] = []
         self._failed: list[WindowFailure] = []
@@ -288,18 +309,6 @@ class WindowedAggregation(Generic[K, V, A, R]):
         else:
             raise ConfigError(f"not a window assigner: {assigner!r}")
         self._rebuild_index()
-
-    @property
-    def watermark(self) -> float:
-        return self._watermark
-
-    @property
-    def allowed_lateness(self) -> float:
-        return self._lateness
-
-    @property
-    def state(self) -> PartitionState:
-        return self._state
 
     def add(self, key: K, event_time: float, value: V) -> list[Late]:
         """Aggregate one record; returns the windows it missed because they had closed (often none)."""

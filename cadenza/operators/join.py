@@ -32,13 +32,12 @@ and nothing was stored.
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 
 from cadenza.errors import ConfigError
-from cadenza.operators.event_time import Late
+from cadenza.operators.event_time import EventTimeState, Late
 from cadenza.operators.window_assigners import Window
 
 if TYPE_CHECKING:  # the state package loads the Kafka client; these operators are pure logic
@@ -65,7 +64,7 @@ class JoinMatch(NamedTuple):
     event_time: float
 
 
-class WindowedJoin:
+class WindowedJoin(EventTimeState):
     """Keyed join of two streams over event time (see the module docstring for the rules).
 
     Feed records with :meth:`add` (per side, in offset order) and raise the watermark with
@@ -73,19 +72,7 @@ class WindowedJoin:
     it was; the expiry index is rebuilt from it.
     """
 
-    __slots__ = (
-        "_heap",
-        "_horizon",
-        "_how",
-        "_lateness",
-        "_on",
-        "_outer",
-        "_seq",
-        "_state",
-        "_unmatched",
-        "_watermark",
-        "_within",
-    )
+    __slots__ = ("_horizon", "_how", "_on", "_outer", "_unmatched", "_within")
 
     def __init__(
         self,
@@ -103,38 +90,22 @@ class WindowedJoin:
             raise ConfigError(
                 f"allowed_lateness must be a finite number of seconds >= 0, got {allowed_lateness!r}"
             )
+        super().__init__(float(allowed_lateness), state)
         self._within = float(within)
-        self._lateness = float(allowed_lateness)
         self._on = on
         self._how: JoinHow = how
         #: Per side, whether its unmatched records are emitted (and so carry a matched flag).
         self._outer = (how in ("left", "outer"), how == "outer")
         #: Unmatched records expired by :meth:`advance`, until :meth:`take_unmatched`.
         self._unmatched: list[JoinMatch] = []
-        self._state: PartitionState = {} if state is None else state
-        self._watermark = _NEG_INF
         #: How long after its own time a buffered record can still match: 2 * within + lateness.
         self._horizon = 2 * self._within + self._lateness
-        self._heap: list[tuple[float, int, Any]] = []
-        self._seq = itertools.count()
         for key, (left, right) in self._state.items():
             self._push_min(key, left, right)
 
     @property
-    def watermark(self) -> float:
-        return self._watermark
-
-    @property
     def within(self) -> float:
         return self._within
-
-    @property
-    def allowed_lateness(self) -> float:
-        return self._lateness
-
-    @property
-    def state(self) -> PartitionState:
-        return self._state
 
     @property
     def how(self) -> JoinHow:
