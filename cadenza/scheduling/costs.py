@@ -131,20 +131,12 @@ class CostModel:
     def estimate(self, pipeline_id: str, operator_id: str) -> float:
         """Current per-record run-time estimate, or the default for an operator never seen."""
         graph = self._graphs.get(pipeline_id)
-        if graph is not None:
-            value = graph.estimate.get(operator_id)
-            if value is not None:
-                return value
-        return self._default
+        return self._default if graph is None else graph.estimate.get(operator_id, self._default)
 
     def path_cost(self, pipeline_id: str, operator_id: str) -> float:
         """``C_path``: own cost plus the largest path cost among downstream branches (cached)."""
         graph = self._graphs.get(pipeline_id)
-        if graph is not None:
-            value = graph.path.get(operator_id)
-            if value is not None:
-                return value
-        return self._default
+        return self._default if graph is None else graph.path.get(operator_id, self._default)
 
     def source_path_cost(self, pipeline_id: str) -> float:
         """The largest path cost from any of the pipeline's sources: the cost a new record faces."""
