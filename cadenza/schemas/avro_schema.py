@@ -229,6 +229,17 @@ class _Deriver:
         self._enums[cls] = (to_avro, from_avro, {m: s for m, s in zip(members, symbols, strict=True)})
         return {"type": "enum", "name": name, "symbols": symbols}, to_avro, from_avro
 
+    def _container(
+        self, kind: str, field: str, inner: Any, converter: Callable[[Converter], Converter], where: _Where
+    ) -> _Derived:
+        """An array or map of ``inner``: converted item by item when ``inner`` needs converting."""
+        schema, to_inner, from_inner = self.type(inner, where)
+        return (
+            {"type": kind, field: schema},
+            None if to_inner is None else converter(to_inner),
+            None if from_inner is None else converter(from_inner),
+        )
+
     # -- types -------------------------------------------------------------------------------------
 
     def type(self, annotation: Any, where: _Where) -> _Derived:
@@ -260,21 +271,11 @@ class _Deriver:
         if origin in _ARRAY_ORIGINS or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
             if not args:
                 raise SchemaError(f"{where}: give the item type of {tp!r}, e.g. list[int]")
-            items, to_item, from_item = self.type(args[0], where)
-            return (
-                {"type": "array", "items": items},
-                None if to_item is None else _array_converter(to_item),
-                None if from_item is None else _array_converter(from_item),
-            )
+            return self._container("array", "items", args[0], _array_converter, where)
         if origin in _MAP_ORIGINS:
             if len(args) != 2 or _unwrap(args[0]) is not str:
                 raise SchemaError(f"{where}: Avro maps need str keys, got {tp!r}")
-            values, to_value, from_value = self.type(args[1], where)
-            return (
-                {"type": "map", "values": values},
-                None if to_value is None else _map_converter(to_value),
-                None if from_value is None else _map_converter(from_value),
-            )
+            return self._container("map", "values", args[1], _map_converter, where)
         if tp in _ARRAY_ORIGINS or tp in _MAP_ORIGINS or tp is tuple:
             raise SchemaError(f"{where}: give the item type of {tp!r}, e.g. list[int] or dict[str, int]")
         if isinstance(tp, type) and origin is None:
