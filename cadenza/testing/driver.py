@@ -91,22 +91,14 @@ class OutputRecord:
     raw_value: bytes | None
 
 
-def _decode_json(raw: bytes | None) -> Any:
+def _decode_json(raw: bytes | None, *, text: bool = False) -> Any:
+    """JSON when ``raw`` is JSON; otherwise the bytes as they are, or as text for a key (``text``)."""
     if raw is None:
         return None
     try:
         return pydantic_core.from_json(raw)
     except ValueError:
-        return raw
-
-
-def _decode_key(raw: bytes | None) -> Any:
-    if raw is None:
-        return None
-    try:
-        return pydantic_core.from_json(raw)
-    except ValueError:
-        return raw.decode("utf-8", "replace")
+        return raw.decode("utf-8", "replace") if text else raw
 
 
 class PipelineDriver:
@@ -386,7 +378,7 @@ class PipelineDriver:
             topic=record.topic,
             partition=record.partition,
             offset=record.offset,
-            key=_decode_key(record.key),
+            key=_decode_json(record.key, text=True),
             value=value,
             timestamp=record.timestamp_ms / 1000.0,
             headers=MappingProxyType(dict(record.headers)),
