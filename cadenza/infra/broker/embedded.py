@@ -21,11 +21,12 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 
 from cadenza.errors import CadenzaError
 from cadenza.infra.kafka.clients import wait_for_broker
 from cadenza.infra.kafka.errors import BrokerUnavailableError
+from cadenza.infra.lifecycle import Lifecycle
 from cadenza.settings import KafkaSettings
 
 #: Tansu's in-memory storage: the default, and why the embedded broker keeps nothing across a restart.
@@ -94,7 +95,7 @@ def _die_with_parent() -> None:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-class EmbeddedBroker:
+class EmbeddedBroker(Lifecycle):
     """A Tansu broker child process; a context manager that starts it and stops it.
 
     ``detach=True`` starts it in its own session, not tied to this process, for ``cadenza broker
@@ -214,15 +215,15 @@ class EmbeddedBroker:
             process.kill()
             process.wait(timeout)
 
-    def __enter__(self) -> EmbeddedBroker:
+    def close(self) -> None:
+        """:meth:`stop` with its default timeout: what leaving a ``with`` block does."""
+        self.stop()
+
+    def __enter__(self) -> Self:
+        # Unlike other components, a broker started before the ``with`` is used as it is.
         if self.process is None:
             self.start()
         return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 def pid_alive(pid: int) -> bool:
