@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 
 if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator
+    from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["batch_publisher"]
+__all__ = ["PublishingQuery", "batch_publisher"]
 
 _log = logging.getLogger("cadenza.spark")
 
@@ -40,3 +42,20 @@ def batch_publisher(
             batch.unpersist()
 
     return publish
+
+
+@dataclass
+class PublishingQuery:
+    """A running query whose micro-batches a :func:`batch_publisher` writes, counting into
+    ``written_accumulator``: what the stats job and a Spark stage hand back to their caller."""
+
+    query: StreamingQuery
+    written_accumulator: Accumulator[int]
+
+    @property
+    def written(self) -> int:
+        """Records published so far (at least once: a retried micro-batch counts again)."""
+        return int(self.written_accumulator.value)
+
+    def stop(self) -> None:
+        self.query.stop()

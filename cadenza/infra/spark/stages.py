@@ -47,7 +47,7 @@ from pyspark.sql.types import (
 
 from cadenza.errors import ConfigError
 from cadenza.infra.spark.datasource import kafka_format, kafka_options
-from cadenza.infra.spark.publish import batch_publisher
+from cadenza.infra.spark.publish import PublishingQuery, batch_publisher
 from cadenza.pipelines.graph import PipelineGraph, SparkStageFunctions, SparkStageSpec
 from cadenza.scheduling.context import (
     CONTEXT_HEADER,
@@ -291,25 +291,19 @@ def _dead_letters(raw: DataFrame, stage: SparkStageSpec, functions: SparkStageFu
 
 
 @dataclass
-class StageQuery:
-    """A running stage: its query, the dead-letter query, and their counters."""
+class StageQuery(PublishingQuery):
+    """A running stage: its result query (``query``), the dead-letter query, and their counters."""
 
     stage: SparkStageSpec
-    query: StreamingQuery
     dead_letter_query: StreamingQuery
-    written_accumulator: Accumulator[int]
     dead_accumulator: Accumulator[int]
-
-    @property
-    def written(self) -> int:
-        return int(self.written_accumulator.value)
 
     @property
     def dead_letters(self) -> int:
         return int(self.dead_accumulator.value)
 
     def stop(self) -> None:
-        self.query.stop()
+        super().stop()
         self.dead_letter_query.stop()
 
     def await_termination(self, timeout: float) -> bool:
@@ -374,4 +368,10 @@ def start_stage(
         )
         queries.append(writer.start())
     _log.info("Spark stage %s/%s: %s -> %s", stage.pipeline, stage.id, stage.input_topic, stage.output_topic)
-    return StageQuery(stage, queries[0], queries[1], written, dead)
+    return StageQuery(
+        query=queries[0],
+        written_accumulator=written,
+        stage=stage,
+        dead_letter_query=queries[1],
+        dead_accumulator=dead,
+    )

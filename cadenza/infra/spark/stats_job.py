@@ -47,14 +47,13 @@ from cadenza.errors import ConfigError
 from cadenza.infra.metrics.feedback import FEEDBACK_CODEC, FeedbackRecord, encode_feedback
 from cadenza.infra.metrics.topics import DEFAULT_FEEDBACK_TOPIC, DEFAULT_SPANS_TOPIC
 from cadenza.infra.spark.datasource import kafka_format, kafka_options
-from cadenza.infra.spark.publish import batch_publisher
+from cadenza.infra.spark.publish import PublishingQuery, batch_publisher
 from cadenza.infra.spark.stats_decode import DECODED_SPAN_DDL, decode_span_batches
 from cadenza.schemas.codecs import SCHEMA_FP_HEADER
 from cadenza.settings import KafkaSettings
 
 if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator
-    from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["DEFAULT_ACCURACY", "StatsConfig", "StatsQuery", "feedback_rows", "span_stats", "start_stats"]
 
@@ -234,26 +233,17 @@ def feedback_rows(stats: DataFrame) -> DataFrame:
 
 
 @dataclass
-class StatsQuery:
-    """A running stats job: the Spark query and the count of malformed spans it skipped."""
+class StatsQuery(PublishingQuery):
+    """A running stats job: the Spark query, the feedback records it published (``written``) and
+    the count of malformed spans it skipped."""
 
-    query: StreamingQuery
     malformed_accumulator: Accumulator[int]
-    written_accumulator: Accumulator[int]
     config: StatsConfig
-
-    @property
-    def written(self) -> int:
-        """Feedback records published so far."""
-        return int(self.written_accumulator.value)
 
     @property
     def malformed(self) -> int:
         """Spans skipped so far (a re-run task may count its batch's bad spans again: at least)."""
         return int(self.malformed_accumulator.value)
-
-    def stop(self) -> None:
-        self.query.stop()
 
 
 def start_stats(spark: SparkSession, settings: KafkaSettings, config: StatsConfig) -> StatsQuery:
