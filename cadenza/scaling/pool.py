@@ -24,7 +24,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from cadenza.infra.kafka.clients import make_admin, make_producer
@@ -170,37 +170,31 @@ class ServiceWorkers:
         return
 
 
+@dataclass(eq=False, repr=False)
 class Pool:
-    """One controller, its worker processes, and the loop that joins them."""
+    """One controller, its worker processes, and the loop that joins them.
 
-    def __init__(
-        self,
-        settings: KafkaSettings,
-        group: str,
-        flow: Dataflow,
-        controller: Controller,
-        processes: WorkerProcesses | ServiceWorkers,
-        *,
-        clock: Clock,
-        interval_s: float,
-        feedback_topic: str | None = None,
-        exporter: PrometheusExporter | None = None,
-    ) -> None:
-        self.settings = settings
-        self.group = group
-        self.flow = flow
-        self.controller = controller
-        self.processes = processes
-        self.clock = clock
-        self.interval_s = interval_s
-        self.feedback_topic = feedback_topic
-        self.exporter = exporter if exporter is not None else PrometheusExporter()
+    ``exporter``: where the pool's own series go (a fresh :class:`PrometheusExporter` by default).
+    """
+
+    settings: KafkaSettings
+    group: str
+    flow: Dataflow
+    controller: Controller
+    processes: WorkerProcesses | ServiceWorkers
+    _: KW_ONLY
+    clock: Clock
+    interval_s: float
+    feedback_topic: str | None = None
+    exporter: PrometheusExporter = field(default_factory=PrometheusExporter)
+    decisions: list[PoolDecision] = field(default_factory=list, init=False)
+    #: The last window the controller saw (for benchmarks and debugging).
+    last_window: RateWindow | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
         self.exporter.register_callback(names.POOL_DESIRED_WORKERS, lambda: self.controller.workers)
         self.exporter.register_callback(names.POOL_WORKERS, lambda: len(self.processes))
-        self.decisions: list[PoolDecision] = []
-        #: The last window the controller saw (for benchmarks and debugging).
-        self.last_window: RateWindow | None = None
-        self._producer = make_producer(settings)[0] if feedback_topic is not None else None
+        self._producer = make_producer(self.settings)[0] if self.feedback_topic is not None else None
         self._last_ends: tuple[float, dict[str, int]] | None = None
         self._partitions: dict[str, int] = {}
 
