@@ -126,6 +126,14 @@ def _report(summaries: Sequence[WindowSummary], n: int) -> None:
         console.print(summary_table(s, n))
 
 
+def _range_end(to: str | None, begin: float) -> float:
+    """``--to`` as epoch seconds (now without it), refused unless after ``begin``."""
+    end = parse_time(to) if to is not None else time.time()
+    if end <= begin:
+        raise CadenzaError(f"--to ({end}) must be after --from ({begin})")
+    return end
+
+
 @command_errors
 def analyze_command(
     topic: Annotated[str, typer.Option(help="The activities topic the workers write to.")] = ACTIVITIES_TOPIC,
@@ -167,9 +175,7 @@ def analyze_command(
     if spark:
         if follow:
             raise CadenzaError("--spark analyses a time range; it cannot be combined with --follow")
-        end = parse_time(to) if to is not None else time.time()
-        if end <= begin:
-            raise CadenzaError(f"--to ({end}) must be after --from ({begin})")
+        end = _range_end(to, begin)
         found = _spark_summaries(settings, topic, begin, end, width, spark_master)
         _report(found, top_n)
         if publish and found:
@@ -181,9 +187,7 @@ def analyze_command(
     results: list[WindowSummary] = []
     try:
         if not follow:
-            end = parse_time(to) if to is not None else time.time()
-            if end <= begin:
-                raise CadenzaError(f"--to ({end}) must be after --from ({begin})")
+            end = _range_end(to, begin)
             trace = reader.read_to_end()
             workers = list(dict.fromkeys(a.worker for a in trace))
             lo = begin

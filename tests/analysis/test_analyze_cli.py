@@ -91,6 +91,24 @@ def test_analyze_a_missing_topic_is_a_clear_error(kafka_settings: KafkaSettings)
     assert "activities topic 'no-such-activities' does not exist" in result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("engine", [[], ["--spark"]], ids=["kafka", "spark"])
+def test_analyze_a_range_ending_before_it_starts_is_refused(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, engine: list[str]
+) -> None:
+    env = {**os.environ, "CADENZA_BOOTSTRAP_SERVERS": kafka_settings.bootstrap_servers, "COLUMNS": "200"}
+    args = ["--topic", new_topic(), "--from", "1700000100", "--to", "1700000050", "--no-publish", *engine]
+    result = subprocess.run(
+        [sys.executable, "-m", "cadenza", "analyze", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == 1
+    assert "--to (1700000050.0) must be after --from (1700000100.0)" in result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_analyze_follow_reports_windows_as_they_close(
     kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path, stop_signal: signal.Signals
