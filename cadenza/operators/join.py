@@ -51,8 +51,6 @@ RIGHT = 1
 JoinHow = Literal["inner", "left", "outer"]
 """Which unmatched records a join emits, with the missing side ``None``: none, the left side's, both."""
 
-_NEG_INF = -math.inf
-
 
 class JoinMatch(NamedTuple):
     """One matched pair (``event_time`` is the later of the two records' times), or an unmatched record
