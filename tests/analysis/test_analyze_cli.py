@@ -77,16 +77,21 @@ def test_analyze_a_time_range(kafka_settings: KafkaSettings, new_topic: NewTopic
     assert [json.loads(r.value or b"")["start"] for r in published] == [s.start for s in expected]
 
 
-def test_analyze_a_missing_topic_is_a_clear_error(kafka_settings: KafkaSettings) -> None:
+def _analyze(kafka_settings: KafkaSettings, *args: str) -> subprocess.CompletedProcess[str]:
+    """``cadenza analyze ARGS`` against the test broker, as a user would run it."""
     env = {**os.environ, "CADENZA_BOOTSTRAP_SERVERS": kafka_settings.bootstrap_servers, "COLUMNS": "200"}
-    result = subprocess.run(
-        [sys.executable, "-m", "cadenza", "analyze", "--topic", "no-such-activities", "--no-publish"],
+    return subprocess.run(
+        [sys.executable, "-m", "cadenza", "analyze", *args],
         check=False,
         capture_output=True,
         text=True,
         timeout=60,
         env=env,
     )
+
+
+def test_analyze_a_missing_topic_is_a_clear_error(kafka_settings: KafkaSettings) -> None:
+    result = _analyze(kafka_settings, "--topic", "no-such-activities", "--no-publish")
     assert result.returncode == 1
     assert "activities topic 'no-such-activities' does not exist" in result.stdout + result.stderr
 
@@ -95,16 +100,8 @@ def test_analyze_a_missing_topic_is_a_clear_error(kafka_settings: KafkaSettings)
 def test_analyze_a_range_ending_before_it_starts_is_refused(
     kafka_settings: KafkaSettings, new_topic: NewTopic, engine: list[str]
 ) -> None:
-    env = {**os.environ, "CADENZA_BOOTSTRAP_SERVERS": kafka_settings.bootstrap_servers, "COLUMNS": "200"}
     args = ["--topic", new_topic(), "--from", "1700000100", "--to", "1700000050", "--no-publish", *engine]
-    result = subprocess.run(
-        [sys.executable, "-m", "cadenza", "analyze", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    result = _analyze(kafka_settings, *args)
     assert result.returncode == 1
     assert "--to (1700000050.0) must be after --from (1700000100.0)" in result.stdout + result.stderr
 
