@@ -180,8 +180,8 @@ class DeadLetters:
         self._series: dict[str, OperatorMetrics] = {}
 
     def series(self, node_id: str) -> OperatorMetrics:
-        """Where the dead letters and late records of step ``node_id`` are counted, once: its
-        exported series, or (when the worker exports none) a series of this router's own. The
+        """Where the records produced, dead letters and late records of step ``node_id`` are counted,
+        once: its exported series, or (when the worker exports none) a series of this router's own. The
         worker's totals (:class:`WorkerCounters`) are sums over these."""
         series = self._series.get(node_id)
         if series is None:
@@ -190,7 +190,7 @@ class DeadLetters:
             else:
                 series = OperatorMetrics("", self.pipeline, node_id)
             self._series[node_id] = series
-            self._counters.count_bad_records_in(series)
+            self._counters.count_in(series)
         return series
 
     def decode_failed(

@@ -134,15 +134,15 @@ class _Hooks:
 
     def key_by(
         self, graph: PipelineGraph, sub: SubTopology, node_id: str, topic: str
-    ) -> tuple[KeyByStamp | None, OperatorMetrics | None, Callable[[float], float] | None]:
+    ) -> tuple[KeyByStamp | None, Callable[[float], float] | None]:
         metrics = self.exporter.operator(graph.tenant, graph.name, node_id)
         self.output.ack_latency[topic] = metrics.produce_ack
         reader = self.readers.get((graph.name, topic))
         if reader is None:
-            return None, metrics, None
+            return None, None
         target, timing = reader
         release = None if timing is None else timing.first_close_after()
-        return KeyByStamper(self.policy, graph.name, target.entry, timing), metrics, release
+        return KeyByStamper(self.policy, graph.name, target.entry, timing), release
 
     def sink(self, graph: PipelineGraph, sub: SubTopology, node_id: str) -> SinkStamp | None:
         timing = self.timing(graph, sub)

@@ -67,9 +67,9 @@ class OperatorHooks(Protocol):
 
     def key_by(
         self, graph: PipelineGraph, sub: SubTopology, node_id: str, topic: str
-    ) -> tuple[KeyByStamp | None, OperatorMetrics | None, Callable[[float], float] | None]:
-        """The context stamp for ``topic``'s reader, the step's series, and ``event time -> the first
-        window close after it`` of the window reading ``topic`` (for early progress), if any."""
+    ) -> tuple[KeyByStamp | None, Callable[[float], float] | None]:
+        """The context stamp for ``topic``'s reader and ``event time -> the first window close after
+        it`` of the window reading ``topic`` (for early progress), if any."""
         ...
 
     def close_wait(self, graph: PipelineGraph, node_id: str) -> LatencyHistogram | None:
@@ -346,19 +346,15 @@ def _key_by(b: _Builder, node_id: str) -> Operator:
         )
     readers_need = any(s.input_topic == topic and s.needs_event_time for s in b.subtopologies)
     count = b.partitions.get(topic, 0) if b.partitions is not None and readers_need else 0
-    stamp, metrics, release = (
-        (None, None, None) if b.hooks is None else b.hooks.key_by(graph, b.sub, node_id, topic)
-    )
+    stamp, release = (None, None) if b.hooks is None else b.hooks.key_by(graph, b.sub, node_id, topic)
     keyed = KeyByOp(
         node_id,
         b.fn(node_id),
         topic,
         output=b.output,
         dead=b.dead,
-        counters=b.counters,
         partitions=count,
         stamp=stamp,
-        metrics=metrics,
         release=release,
     )
     if count:
@@ -377,7 +373,6 @@ def _sink(b: _Builder, node_id: str) -> Operator:
         fmt,
         output=b.output,
         dead=b.dead,
-        counters=b.counters,
         registry_client=b.registry_client,
         stamp=None if b.hooks is None else b.hooks.sink(b.graph, b.sub, node_id),
         codec=b.graph.functions.get(node_id, NodeFunctions()).codec,

@@ -18,7 +18,6 @@ from cadenza.schemas.registry import SchemaRegistryLike
 from cadenza.schemas.value_codec import encode_with
 from cadenza.state import encode_key
 from cadenza.state.safe_codec import UnsupportedValueError
-from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
 from cadenza.worker.output import OutHeaders, Output, RecordTooLargeError, too_large
@@ -83,7 +82,6 @@ class KeyByOp(Operator):
         "_due",
         "_progress",
         "_sent",
-        "counters",
         "dead",
         "fn",
         "metrics",
@@ -103,10 +101,8 @@ class KeyByOp(Operator):
         *,
         output: Output,
         dead: DeadLetters,
-        counters: WorkerCounters,
         partitions: int = 0,
         stamp: KeyByStamp | None = None,
-        metrics: OperatorMetrics | None = None,
         release: Callable[[float], float] | None = None,
     ) -> None:
         super().__init__(node_id)
@@ -114,7 +110,6 @@ class KeyByOp(Operator):
         self.topic = topic
         self.output = output
         self.dead = dead
-        self.counters = counters
         #: Partitions of ``topic`` to send progress records to; 0: its reader keeps no watermark.
         self.partitions = partitions
         #: Per input partition, the largest event time handed to this step, and the largest sent.
@@ -122,8 +117,9 @@ class KeyByOp(Operator):
         self._sent: dict[int, float] = {}
         #: The context for the reader of ``topic`` (see :mod:`cadenza.worker.context_stamps`); ``None``: none.
         self.stamp = stamp
-        #: This step's Prometheus series: repartition records count as produced.
-        self.metrics = metrics
+        #: This step's series, where its repartition records are counted as produced (the worker's
+        #: total is a sum over such series, see :class:`~cadenza.worker.counters.WorkerCounters`).
+        self.metrics: OperatorMetrics = dead.series(node_id)
         #: ``event time -> the first window close after it`` of the window reading ``topic``, given by
         #: plan assembly; None: no window downstream, progress only on the timer.
         self.release = release
@@ -169,10 +165,7 @@ class KeyByOp(Operator):
         except RecordTooLargeError as exc:
             self.dead.function_failed(unit, self.node_id, exc)
             return
-        self.counters.produced += 1
-        metrics = self.metrics
-        if metrics is not None:
-            metrics.produced += 1
+        self.metrics.produced += 1
 
     def broadcast_progress(self) -> int:
         """Write a progress record to every partition of the topic for each input partition whose
@@ -207,10 +200,10 @@ class SinkOp(Operator):
         "_produce",
         "avro_format",
         "codec",
-        "counters",
         "dead",
         "format",
         "headers",
+        "metrics",
         "output",
         "registry_client",
         "stamp",
@@ -226,7 +219,6 @@ class SinkOp(Operator):
         *,
         output: Output,
         dead: DeadLetters,
-        counters: WorkerCounters,
         registry_client: SchemaRegistryLike | None = None,
         stamp: SinkStamp | None = None,
         codec: Codec | None = None,
@@ -238,7 +230,9 @@ class SinkOp(Operator):
         self.registry_client = registry_client
         self.output = output
         self.dead = dead
-        self.counters = counters
+        #: This step's series, where its results are counted as produced once acknowledged to the
+        #: producer (the stamp records their deadlines in the same series).
+        self.metrics: OperatorMetrics = dead.series(node_id)
         # JSON encodes any value (models, dicts, numbers) without a model; Avro needs the value's model,
         # known only from the first record of each type, so its codecs are made on first use.
         #: A codec that is not built in (``format`` is then ignored), called through the protocol.
@@ -299,7 +293,7 @@ class SinkOp(Operator):
         except KafkaException as exc:  # over message.max.bytes (anything else is re-raised)
             self.dead.function_failed(unit, self.node_id, too_large(exc, self.topic, value_bytes, key_bytes))
             return
-        self.counters.produced += 1
+        self.metrics.produced += 1
 
     def _user_encode(self, key: Any, window: Window | None, value: Any) -> bytes:
         user = self.user
