@@ -30,18 +30,15 @@ applied, so after a restore each side skips exactly the input the state already 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 from cadenza.operators import LEFT, RIGHT, JoinMatch, WatermarkTracker, Window, WindowedJoin
 from cadenza.operators.join import JoinHow
-from cadenza.state import ChangelogView, ChangelogWrite, Position, StateStore, encode_key
+from cadenza.state import ChangelogView, ChangelogWrite, Position, encode_key
 from cadenza.state.safe_codec import UnsupportedValueError, check
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
-from cadenza.worker.operators.stateful import StatefulOperator
+from cadenza.worker.operators.stateful import StatefulArgs, StatefulOperator
 from cadenza.worker.unit import Unit
 
 __all__ = ["JoinInput", "JoinOp"]
@@ -111,29 +108,12 @@ class JoinOp(StatefulOperator):
         within: float,
         allowed_lateness: float,
         on: Any,
-        max_out_of_orderness: float,
-        changelog_topic: str,
-        next: Operator,
-        dead: DeadLetters,
-        counters: WorkerCounters,
-        store: StateStore | None = None,
-        idle_timeout: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
         sources: dict[int, tuple[int, ...]] | None = None,
         how: JoinHow = "inner",
         joiner: Callable[[Any, Any], Any] | None = None,
+        **common: Unpack[StatefulArgs],
     ) -> None:
-        super().__init__(
-            node_id,
-            max_out_of_orderness=max_out_of_orderness,
-            changelog_topic=changelog_topic,
-            next=next,
-            dead=dead,
-            counters=counters,
-            store=store,
-            idle_timeout=idle_timeout,
-            clock=clock,
-        )
+        super().__init__(node_id, **common)
         WindowedJoin(within, allowed_lateness, on, how=how)  # fails at worker start on a bad setting
         self.within = within
         self.lateness = allowed_lateness
@@ -175,10 +155,11 @@ class JoinOp(StatefulOperator):
             part.split = False
             return
         self._forget(partition)
-        part = self._open(partition, entries)
-        part.sides.add(side)
-        if position is None:
-            return
+        self._reopen(partition, entries, position).sides.add(side)
+
+    def _resume(self, part: _JoinPartition, position: Position) -> None:
+        """Take up a restored partition: per side its next input offset, then the watermark, which
+        may release unmatched records (sent on with the partition's next record)."""
         part.inputs = dict(position.inputs)
         part.skip_below = dict(position.inputs)
         part.origins = dict(position.origins)
@@ -205,9 +186,7 @@ class JoinOp(StatefulOperator):
 
     def process_side(self, side: int, unit: Unit, key: Any, value: Any, event_time: float) -> None:
         partition = unit.partition
-        part = self.partitions.get(partition)
-        if part is None:
-            part = self._open(partition)
+        part = self._part(partition)
         if part.split:
             part.split = False
             _log.warning(
@@ -294,9 +273,7 @@ class JoinOp(StatefulOperator):
     def progress_side(self, side: int, unit: Unit, upstream: int, event_time: float) -> None:
         """Apply a progress record of ``side``: its upstream partition ``upstream`` got to ``event_time``."""
         partition = unit.partition
-        part = self.partitions.get(partition)
-        if part is None:
-            part = self._open(partition)
+        part = self._part(partition)
         if unit.offset < part.skip_below.get(side, -1):
             return
         part.current[side] = None

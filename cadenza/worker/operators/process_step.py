@@ -271,13 +271,8 @@ class ProcessOp(StatefulOperator):
                     part.push(kind, when, key)
         return part
 
-    def restore(self, partition: int, entries: dict[Any, Any], position: Position | None) -> None:
-        """Start ``partition`` from restored state and timers (or empty, when ``position`` is None)."""
-        self.drop(partition)
-        part = self._open(partition, entries)
-        if position is None:
-            return
-        self._resume(part, position)
+    def _resume(self, part: _Partition, position: Position) -> None:
+        super()._resume(part, position)
         part.watermark = max(position.watermark, part.tracker.watermark())
 
     def drop(self, partition: int) -> None:
@@ -285,7 +280,7 @@ class ProcessOp(StatefulOperator):
         part = self.partitions.get(partition)
         if part is not None:
             self._close(part)
-        self._forget(partition)
+        super().drop(partition)
 
     def close_processors(self) -> None:
         """Close every partition's processor (the worker stops); the state stays in the store."""
@@ -328,9 +323,7 @@ class ProcessOp(StatefulOperator):
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         partition = unit.partition
-        part = self.partitions.get(partition)
-        if part is None:
-            part = self._open(partition)
+        part = self._part(partition)
         if not self._fresh(part, unit):
             return
         part.last = unit
@@ -360,9 +353,7 @@ class ProcessOp(StatefulOperator):
     def progress(self, unit: Unit, source: int, event_time: float) -> None:
         """A progress record: upstream partition ``source`` got to ``event_time``; may fire timers."""
         partition = unit.partition
-        part = self.partitions.get(partition)
-        if part is None:
-            part = self._open(partition)
+        part = self._part(partition)
         if not self._fresh_progress(part, unit, source):
             return
         part.last = unit
