@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Unpack
 
 from cadenza.operators import LEFT, RIGHT, JoinMatch, WatermarkTracker, Window, WindowedJoin
@@ -58,42 +59,28 @@ def _placeholder(side: int) -> int:
     return -1 - side
 
 
+@dataclass(slots=True, eq=False)
 class _JoinPartition:
-    __slots__ = (
-        "current",
-        "event_times",
-        "inputs",
-        "join",
-        "origins",
-        "pending",
-        "sides",
-        "skip_below",
-        "split",
-        "tracker",
-        "view",
-    )
-
-    def __init__(self, join: WindowedJoin, view: ChangelogView, tracker: WatermarkTracker) -> None:
-        self.join = join
-        self.view = view
-        self.tracker = tracker
-        #: Largest event time per input id, for the changelog position.
-        self.event_times: dict[int, float] = {}
-        #: Per side, the next input offset not yet applied (what the changelog position records).
-        self.inputs: dict[int, int] = {}
-        #: Per side, input offsets below this are already in the restored state.
-        self.skip_below: dict[int, int] = {}
-        #: Per input id, the largest (offset, sequence) applied.
-        self.origins: dict[int, tuple[int, int]] = {}
-        #: Per side, the unit whose values are being applied (a flat_map upstream brings several).
-        self.current: list[Unit | None] = [None, None]
-        #: The sides whose input partition this worker holds.
-        self.sides: set[int] = set()
-        #: One side was revoked while the other stayed (reported with the next record, since a
-        #: revocation of both sides arrives one side at a time).
-        self.split = False
-        #: Unmatched records a restore's watermark released, emitted with the next record.
-        self.pending: list[JoinMatch] = []
+    join: WindowedJoin
+    view: ChangelogView
+    tracker: WatermarkTracker
+    #: Largest event time per input id, for the changelog position.
+    event_times: dict[int, float] = field(default_factory=dict)
+    #: Per side, the next input offset not yet applied (what the changelog position records).
+    inputs: dict[int, int] = field(default_factory=dict)
+    #: Per side, input offsets below this are already in the restored state.
+    skip_below: dict[int, int] = field(default_factory=dict)
+    #: Per input id, the largest (offset, sequence) applied.
+    origins: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: Per side, the unit whose values are being applied (a flat_map upstream brings several).
+    current: list[Unit | None] = field(default_factory=lambda: [None, None])
+    #: The sides whose input partition this worker holds.
+    sides: set[int] = field(default_factory=set)
+    #: One side was revoked while the other stayed (reported with the next record, since a
+    #: revocation of both sides arrives one side at a time).
+    split: bool = False
+    #: Unmatched records a restore's watermark released, emitted with the next record.
+    pending: list[JoinMatch] = field(default_factory=list)
 
 
 class JoinOp(StatefulOperator):

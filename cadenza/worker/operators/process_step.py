@@ -25,6 +25,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Unpack
 
@@ -184,45 +185,30 @@ def _finite(when: float) -> float:
     return value
 
 
+@dataclass(slots=True, eq=False)
 class _Partition:
     """One operator-partition: its processor, state view, watermark, timer queues and position."""
 
-    __slots__ = (
-        "context",
-        "current",
-        "event_times",
-        "init_failed",
-        "last",
-        "next_offset",
-        "origins",
-        "processor",
-        "sequence",
-        "skip_below",
-        "timers",
-        "tracker",
-        "view",
-        "watermark",
+    view: ChangelogView
+    tracker: Any
+    sequence: Iterator[int]
+    watermark: float = _NEG_INF
+    processor: Processor | None = None
+    context: _Context | None = None
+    #: Per timer kind (event, wall clock), a heap of (time, tie-breaker, key); entries whose timer
+    #: is no longer in the key's stored entry (cancelled, fired) are skipped when they surface.
+    timers: tuple[list[tuple[float, int, Any]], list[tuple[float, int, Any]]] = field(
+        default_factory=lambda: ([], [])
     )
-
-    def __init__(self, view: ChangelogView, tracker: Any, sequence: Iterator[int]) -> None:
-        self.view = view
-        self.tracker = tracker
-        self.sequence = sequence
-        self.watermark = _NEG_INF
-        self.processor: Processor | None = None
-        self.context: _Context | None = None
-        #: Per timer kind (event, wall clock), a heap of (time, tie-breaker, key); entries whose timer
-        #: is no longer in the key's stored entry (cancelled, fired) are skipped when they surface.
-        self.timers: tuple[list[tuple[float, int, Any]], list[tuple[float, int, Any]]] = ([], [])
-        self.event_times: dict[int, float] = {}
-        self.skip_below = -1
-        self.next_offset = -1
-        self.origins: dict[int, tuple[int, int]] = {}
-        self.current: Unit | None = None
-        #: The last unit run here: what a wall-clock timer's outputs and dead letters go on with.
-        self.last: Unit | None = None
-        #: The unit whose ``factory()`` or ``init`` failed last (it is dead-lettered once, not per timer).
-        self.init_failed: Unit | None = None
+    event_times: dict[int, float] = field(default_factory=dict)
+    skip_below: int = -1
+    next_offset: int = -1
+    origins: dict[int, tuple[int, int]] = field(default_factory=dict)
+    current: Unit | None = None
+    #: The last unit run here: what a wall-clock timer's outputs and dead letters go on with.
+    last: Unit | None = None
+    #: The unit whose ``factory()`` or ``init`` failed last (it is dead-lettered once, not per timer).
+    init_failed: Unit | None = None
 
     def put(self, key: Any, state: Any, event: set[float], wall: set[float]) -> None:
         if state is None and not event and not wall:

@@ -27,6 +27,7 @@ state already holds it (see :mod:`cadenza.state.changelog`).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any, Unpack
 
 from cadenza.infra.metrics.prometheus import LatencyHistogram
@@ -71,45 +72,27 @@ def aggregator_of(functions: NodeFunctions) -> Aggregate[Any, Any, Any]:
     return Aggregate(functions.init, functions.add, functions.merge, functions.result)
 
 
+@dataclass(slots=True, eq=False)
 class _Partition:
     """One operator-partition: its aggregation, watermark and restore position."""
 
-    __slots__ = (
-        "aggregation",
-        "current",
-        "event_times",
-        "next_offset",
-        "origins",
-        "pending",
-        "pending_failures",
-        "skip_below",
-        "tracker",
-        "view",
-    )
-
-    def __init__(
-        self,
-        aggregation: WindowedAggregation[Any, Any, Any, Any],
-        view: ChangelogView,
-        tracker: WatermarkTracker,
-    ) -> None:
-        self.aggregation = aggregation
-        self.view = view
-        self.tracker = tracker
-        #: Largest event time per watermark input (upstream partition, or 0), for the changelog position.
-        self.event_times: dict[int, float] = {}
-        #: Input offsets below this are already in the restored state.
-        self.skip_below = -1
-        #: Next input offset to record in the changelog position; -1 until a record ran.
-        self.next_offset = -1
-        #: Results that closed while restoring, emitted with the partition's next record.
-        self.pending: list[WindowResult] = []
-        #: Windows whose result() raised while restoring, dead-lettered with the partition's next record.
-        self.pending_failures: list[WindowFailure] = []
-        #: Per upstream partition, the largest (offset, sequence) applied (repartitioned input only).
-        self.origins: dict[int, tuple[int, int]] = {}
-        #: The unit whose values are being applied: a unit fanned out upstream (flat_map) brings several.
-        self.current: Unit | None = None
+    aggregation: WindowedAggregation[Any, Any, Any, Any]
+    view: ChangelogView
+    tracker: WatermarkTracker
+    #: Largest event time per watermark input (upstream partition, or 0), for the changelog position.
+    event_times: dict[int, float] = field(default_factory=dict)
+    #: Input offsets below this are already in the restored state.
+    skip_below: int = -1
+    #: Next input offset to record in the changelog position; -1 until a record ran.
+    next_offset: int = -1
+    #: Results that closed while restoring, emitted with the partition's next record.
+    pending: list[WindowResult] = field(default_factory=list)
+    #: Windows whose result() raised while restoring, dead-lettered with the partition's next record.
+    pending_failures: list[WindowFailure] = field(default_factory=list)
+    #: Per upstream partition, the largest (offset, sequence) applied (repartitioned input only).
+    origins: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: The unit whose values are being applied: a unit fanned out upstream (flat_map) brings several.
+    current: Unit | None = None
 
 
 class WindowOp(StatefulOperator):
