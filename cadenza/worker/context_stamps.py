@@ -419,7 +419,6 @@ class SinkStamper:
         target = self.latency_target
         metrics = self.metrics
         metrics.record_sink(latency, latency <= target)
-        metrics.produced += 1
         emitter = self.emitter
         trace_id = unit.trace_id
         if emitter is not None:

@@ -3,10 +3,11 @@
 Counting is how bad input stays visible without per-record logging: a dead-lettered or late record
 costs one increment and one record in a topic, never a log line.
 
-Dead letters and late records are counted once, in the Prometheus series of the step they happened
-at (:class:`~cadenza.infra.metrics.prometheus.OperatorMetrics`, which ``/metrics`` reads at scrape
-time); the worker-wide totals here are sums over those series, made when read. So the executor
-thread bumps one integer per such record, and the two views cannot disagree.
+Records produced, dead letters and late records are counted once, in the Prometheus series of the
+step they happened at (:class:`~cadenza.infra.metrics.prometheus.OperatorMetrics`, which
+``/metrics`` reads at scrape time); the worker-wide totals here are sums over those series, made
+when read. So the executor thread bumps one integer per such record, and the two views cannot
+disagree.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ __all__ = ["WorkerCounters"]
 
 class WorkerCounters:
     __slots__ = (
-        "_bad_record_series",
+        "_series",
         "batches",
         "commit_ms",
         "commits",
@@ -29,7 +30,6 @@ class WorkerCounters:
         "pauses",
         "peak_buffered",
         "pipelines_stopped",
-        "produced",
         "progress_records",
         "replay_skipped",
         "restored_keys",
@@ -43,13 +43,12 @@ class WorkerCounters:
         self.consumed = 0
         #: Units run: one per consumed record and pipeline reading its topic, minus the dead-lettered.
         self.units = 0
-        #: Records produced to sink and repartition topics (not dead-letter, late or changelog).
-        self.produced = 0
         #: Progress records written to repartition topics (watermark progress, not data; not in produced).
         self.progress_records = 0
-        #: The series dead letters and late records are counted in, by identity (see the module
-        #: docstring); a plan built again after a rebalance registers the same series again.
-        self._bad_record_series: dict[int, OperatorMetrics] = {}
+        #: The series records produced, dead letters and late records are counted in, by identity
+        #: (see the module docstring); a plan built again after a rebalance registers the same series
+        #: again.
+        self._series: dict[int, OperatorMetrics] = {}
         #: Windows closed and emitted.
         self.window_results = 0
         #: Input records a stateful step skipped because its restored state already held them.
@@ -70,9 +69,14 @@ class WorkerCounters:
         #: Pipelines stopped by a failed step (``on_error="stop"``).
         self.pipelines_stopped = 0
 
-    def count_bad_records_in(self, series: OperatorMetrics) -> None:
-        """Include ``series``' dead letters and late records in the totals below."""
-        self._bad_record_series.setdefault(id(series), series)
+    def count_in(self, series: OperatorMetrics) -> None:
+        """Include ``series``' records produced, dead letters and late records in the totals below."""
+        self._series.setdefault(id(series), series)
+
+    @property
+    def produced(self) -> int:
+        """Records produced to sink and repartition topics (not dead-letter, late or changelog)."""
+        return sum(series.produced for series in list(self._series.values()))
 
     @property
     def dead_letter_decode(self) -> int:
@@ -87,14 +91,14 @@ class WorkerCounters:
     @property
     def late(self) -> int:
         """Late-topic records: one per (record, window it missed because the window had closed)."""
-        return sum(series.late for series in list(self._bad_record_series.values()))
+        return sum(series.late for series in list(self._series.values()))
 
     def _dead_lettered(self, reason: str) -> int:
-        return sum(series.dead_lettered.get(reason, 0) for series in list(self._bad_record_series.values()))
+        return sum(series.dead_lettered.get(reason, 0) for series in list(self._series.values()))
 
     def snapshot(self) -> dict[str, int]:
         names = [name for name in self.__slots__ if not name.startswith("_")]
-        names += ["dead_letter_decode", "dead_letter_function", "late"]
+        names += ["dead_letter_decode", "dead_letter_function", "late", "produced"]
         return {name: getattr(self, name) for name in sorted(names)}
 
     def __repr__(self) -> str:

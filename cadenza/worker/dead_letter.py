@@ -39,6 +39,7 @@ window, the record's event time and the watermark it was late for, plus the coor
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import pydantic_core
@@ -142,46 +143,26 @@ class PipelineStoppedError(CadenzaError):
         )
 
 
+@dataclass(slots=True, eq=False)
 class DeadLetters:
     """The dead-letter and late topics of one pipeline, and what its failed steps do."""
 
-    __slots__ = (
-        "_counters",
-        "_output",
-        "_series",
-        "dead_letter_topic",
-        "late_topic",
-        "metrics",
-        "pipeline",
-        "stop_on_error",
-    )
-
-    def __init__(
-        self,
-        dead_letter_topic: str,
-        late_topic: str,
-        output: Output,
-        counters: WorkerCounters,
-        *,
-        pipeline: str = "",
-        stop_on_error: bool = False,
-        metrics: Callable[[str], OperatorMetrics] | None = None,
-    ) -> None:
-        self.dead_letter_topic = dead_letter_topic
-        self.late_topic = late_topic
-        self.pipeline = pipeline
-        #: ``on_error="stop"``: a failed step raises :class:`PipelineStoppedError` instead of dead-lettering.
-        self.stop_on_error = stop_on_error
-        self._output = output
-        self._counters = counters
-        #: ``step id -> its Prometheus series``: dead letters and late records are committed like any
-        #: record, so these counters are the only place an operator sees them.
-        self.metrics = metrics
-        self._series: dict[str, OperatorMetrics] = {}
+    dead_letter_topic: str
+    late_topic: str
+    output: Output
+    counters: WorkerCounters
+    _: KW_ONLY
+    pipeline: str = ""
+    #: ``on_error="stop"``: a failed step raises :class:`PipelineStoppedError` instead of dead-lettering.
+    stop_on_error: bool = False
+    #: ``step id -> its Prometheus series``: dead letters and late records are committed like any
+    #: record, so these counters are the only place an operator sees them.
+    metrics: Callable[[str], OperatorMetrics] | None = None
+    _series: dict[str, OperatorMetrics] = field(init=False, default_factory=dict)
 
     def series(self, node_id: str) -> OperatorMetrics:
-        """Where the dead letters and late records of step ``node_id`` are counted, once: its
-        exported series, or (when the worker exports none) a series of this router's own. The
+        """Where the records produced, dead letters and late records of step ``node_id`` are counted,
+        once: its exported series, or (when the worker exports none) a series of this router's own. The
         worker's totals (:class:`WorkerCounters`) are sums over these."""
         series = self._series.get(node_id)
         if series is None:
@@ -190,7 +171,7 @@ class DeadLetters:
             else:
                 series = OperatorMetrics("", self.pipeline, node_id)
             self._series[node_id] = series
-            self._counters.count_bad_records_in(series)
+            self.counters.count_in(series)
         return series
 
     def decode_failed(
@@ -279,16 +260,16 @@ class DeadLetters:
         ]
         value = message.value()
         try:
-            self._output.produce(
+            self.output.produce(
                 self.dead_letter_topic, value, message.key(), _original_headers(message) + ours
             )
             return
         except RecordTooLargeError:
             ours.append((VALUE_OMITTED_HEADER, str(len(value or b"")).encode()))
         try:
-            self._output.produce(self.dead_letter_topic, None, message.key(), ours)
+            self.output.produce(self.dead_letter_topic, None, message.key(), ours)
         except RecordTooLargeError:  # the key alone is too large: the coordinates still find the record
-            self._output.produce(self.dead_letter_topic, None, None, ours)
+            self.output.produce(self.dead_letter_topic, None, None, ours)
 
     def late(self, unit: Unit, node_id: str, late: Late, value: Any, watermark: float) -> None:
         """``value`` (keyed ``late.key``) arrived after ``late.window`` had closed."""
@@ -309,8 +290,8 @@ class DeadLetters:
         headers.append((EVENT_TIME_VALUE_HEADER, repr(late.event_time).encode()))
         headers.append((WATERMARK_HEADER, repr(watermark).encode()))
         try:
-            self._output.produce(self.late_topic, payload, key, headers)
+            self.output.produce(self.late_topic, payload, key, headers)
         except RecordTooLargeError:
             headers.append((VALUE_OMITTED_HEADER, str(len(payload)).encode()))
-            self._output.produce(self.late_topic, None, None, headers)
+            self.output.produce(self.late_topic, None, None, headers)
         self.series(node_id).late += 1

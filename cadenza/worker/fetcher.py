@@ -164,48 +164,32 @@ class Fetcher:
     def fetch(self, buffered: int, pressure: bool) -> list[Message]:
         """As many records as there is room for; waits up to ``poll_timeout`` only on an empty buffer.
 
-        Under producer backpressure every partition is paused (see :meth:`regulate`), so this only
-        serves the consumers' callbacks, waiting a little for acknowledgements to make room.
+        Every lane is asked, most urgent first, for what the client already holds (``consume(n, t)``
+        waits all of ``t`` unless ``n`` records come, so a batch is never waited for), each within the
+        room the lanes before it left. Under producer backpressure every partition is paused (see
+        :meth:`regulate`), so the calls only serve the consumers' callbacks, waiting a little in all
+        for acknowledgements to make room.
         """
         consumers = self.consumers
-        if len(consumers) == 1:
-            return self._fetch_one(consumers[0], buffered, pressure)
         room = self.flow.room(buffered)
-        if pressure:
-            wait = min(self.poll_timeout, 0.01) / len(consumers)
-            return [m for consumer in consumers for m in consumer.consume(1, wait)]
-        # Every lane is asked, most urgent first, for what the client already holds (never waiting
-        # for a batch to fill), each within the room the lanes before it left.
+        wait = min(self.poll_timeout, 0.01) / len(consumers) if pressure else 0.0
         messages: list[Message] = []
         for consumer in consumers:
             left = room - len(messages)
-            messages.extend(consumer.consume(min(self.batch_size, left) if left > 0 else 1, 0.0))
-        if messages or buffered:
+            messages.extend(consumer.consume(min(self.batch_size, left) if left > 0 else 1, wait))
+        if messages or buffered or pressure:
             return messages
-        # Nothing anywhere: wait for the first record of any lane, in slices short enough that a
-        # record on one lane waits little while another is waited on.
+        # Nothing anywhere: wait for the first record of any lane; with several lanes, in slices short
+        # enough that a record on one lane waits little while another is waited on.
+        wait = self.poll_timeout if len(consumers) == 1 else _WAIT_SLICE
         until = time.monotonic() + self.poll_timeout
         while True:
             for consumer in consumers:
-                messages = consumer.consume(1, _WAIT_SLICE)
+                messages = consumer.consume(1, wait)
                 if messages:
                     return messages
             if time.monotonic() >= until:
                 return []
-
-    def _fetch_one(self, consumer: Consumer, buffered: int, pressure: bool) -> list[Message]:
-        room = self.flow.room(buffered)
-        wanted = min(self.batch_size, room) if room > 0 else 1
-        consume = consumer.consume
-        if pressure:
-            pressed: list[Message] = consume(wanted, min(self.poll_timeout, 0.01))
-            return pressed
-        # consume(n, t) waits all of t unless n records come, so never wait for a batch to fill: take
-        # what the client holds, and with nothing queued anywhere wait for one record only.
-        messages: list[Message] = consume(wanted, 0.0)
-        if not messages and not buffered:
-            messages = consume(1, self.poll_timeout)
-        return messages
 
     def assignment(self) -> list[TopicPartition]:
         """Every lane's assigned partitions."""

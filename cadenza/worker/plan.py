@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field
 
 from confluent_kafka import Message
 
@@ -91,31 +91,28 @@ def window_timing(graph: PipelineGraph, sub: SubTopology) -> WindowTiming | None
     return None
 
 
+@dataclass(eq=False)
 class _Hooks:
     """Answers the task builder's questions (:class:`~cadenza.worker.task.OperatorHooks`) from the
     graphs, and knows the DAG of sub-topologies the key_by steps make, for the cost model."""
 
-    def __init__(
-        self,
-        subtopologies: Sequence[tuple[PipelineGraph, list[SubTopology]]],
-        policy: SchedulingPolicy,
-        exporter: PrometheusExporter,
-        emitter: SpanEmitter | None,
-        output: Output,
-    ) -> None:
-        self.policy = policy
-        self.output = output
-        self.exporter = exporter
-        self.emitter = emitter
-        #: (pipeline, input topic) -> the sub-topology reading it and its window timing.
-        self.readers: dict[tuple[str, str], tuple[SubTopology, WindowTiming | None]] = {
+    subtopologies: InitVar[Sequence[tuple[PipelineGraph, list[SubTopology]]]]
+    policy: SchedulingPolicy
+    exporter: PrometheusExporter
+    emitter: SpanEmitter | None
+    output: Output
+    #: (pipeline, input topic) -> the sub-topology reading it and its window timing.
+    readers: dict[tuple[str, str], tuple[SubTopology, WindowTiming | None]] = field(init=False)
+    #: pipeline -> sub-topology entry -> the entries downstream of it (the cost model's DAG): a
+    #: key_by after a shared join is run by both sub-topologies of the join, so both get its edge.
+    edges: dict[str, dict[str, list[str]]] = field(init=False, default_factory=dict)
+
+    def __post_init__(self, subtopologies: Sequence[tuple[PipelineGraph, list[SubTopology]]]) -> None:
+        self.readers = {
             (graph.name, sub.input_topic): (sub, window_timing(graph, sub))
             for graph, subs in subtopologies
             for sub in subs
         }
-        #: pipeline -> sub-topology entry -> the entries downstream of it (the cost model's DAG): a
-        #: key_by after a shared join is run by both sub-topologies of the join, so both get its edge.
-        self.edges: dict[str, dict[str, list[str]]] = {}
         for graph, subs in subtopologies:
             dag = self.edges.setdefault(graph.name, {})
             for sub in subs:
@@ -134,15 +131,15 @@ class _Hooks:
 
     def key_by(
         self, graph: PipelineGraph, sub: SubTopology, node_id: str, topic: str
-    ) -> tuple[KeyByStamp | None, OperatorMetrics | None, Callable[[float], float] | None]:
+    ) -> tuple[KeyByStamp | None, Callable[[float], float] | None]:
         metrics = self.exporter.operator(graph.tenant, graph.name, node_id)
         self.output.ack_latency[topic] = metrics.produce_ack
         reader = self.readers.get((graph.name, topic))
         if reader is None:
-            return None, metrics, None
+            return None, None
         target, timing = reader
         release = None if timing is None else timing.first_close_after()
-        return KeyByStamper(self.policy, graph.name, target.entry, timing), metrics, release
+        return KeyByStamper(self.policy, graph.name, target.entry, timing), release
 
     def sink(self, graph: PipelineGraph, sub: SubTopology, node_id: str) -> SinkStamp | None:
         timing = self.timing(graph, sub)

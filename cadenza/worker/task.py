@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import Message
@@ -67,9 +67,9 @@ class OperatorHooks(Protocol):
 
     def key_by(
         self, graph: PipelineGraph, sub: SubTopology, node_id: str, topic: str
-    ) -> tuple[KeyByStamp | None, OperatorMetrics | None, Callable[[float], float] | None]:
-        """The context stamp for ``topic``'s reader, the step's series, and ``event time -> the first
-        window close after it`` of the window reading ``topic`` (for early progress), if any."""
+    ) -> tuple[KeyByStamp | None, Callable[[float], float] | None]:
+        """The context stamp for ``topic``'s reader and ``event time -> the first window close after
+        it`` of the window reading ``topic`` (for early progress), if any."""
         ...
 
     def close_wait(self, graph: PipelineGraph, node_id: str) -> LatencyHistogram | None:
@@ -123,52 +123,40 @@ def _fn(functions: NodeFunctions, graph: PipelineGraph, node_id: str) -> Callabl
     return functions.fn
 
 
+@dataclass(eq=False)
 class _Builder:
     """Builds the operators of one sub-topology, last step first."""
 
-    def __init__(
-        self,
-        graph: PipelineGraph,
-        sub: SubTopology,
-        *,
-        output: Output,
-        counters: WorkerCounters,
-        dead: DeadLetters,
-        idle_timeout: float | None,
-        shared: dict[str, Operator],
-        shared_ids: set[str],
-        stores: StoreFactory,
-        registry_client: SchemaRegistryLike | None,
-        subtopologies: list[SubTopology],
-        partitions: Mapping[str, int] | None,
-        hooks: OperatorHooks | None,
-        clock: Callable[[], float],
-        wall_clock: Callable[[], float],
-    ) -> None:
-        self.hooks = hooks
-        self.clock = clock
-        self.wall_clock = wall_clock
-        self.graph = graph
-        self.sub = sub
-        self.subtopologies = subtopologies
-        self.partitions = partitions
-        self.output = output
-        self.counters = counters
-        self.dead = dead
-        self.idle_timeout = idle_timeout
-        self.shared = shared
-        self.shared_ids = shared_ids
-        self.stores = stores
-        self.registry_client = registry_client
-        self.members = set(sub.nodes)
-        self.built: dict[str, Operator] = {}
-        self.windows: list[StatefulStep] = []
-        self.task_stores: list[StateStore] = []
-        self.keyed: list[KeyByOp] = []
-        self.processors: list[ProcessOp] = []
-        #: Per source step and output port, its consumers and which of their inputs each port feeds.
-        self.ports: dict[str, dict[int, list[tuple[str, int]]]] = {}
-        for edge in graph.edges:
+    graph: PipelineGraph
+    sub: SubTopology
+    _: KW_ONLY
+    output: Output
+    counters: WorkerCounters
+    dead: DeadLetters
+    idle_timeout: float | None
+    #: Steps several sub-topologies run (a join and what follows it), built once: id -> operator.
+    shared: dict[str, Operator]
+    shared_ids: set[str]
+    stores: StoreFactory
+    registry_client: SchemaRegistryLike | None
+    subtopologies: list[SubTopology]
+    partitions: Mapping[str, int] | None
+    hooks: OperatorHooks | None
+    clock: Callable[[], float]
+    wall_clock: Callable[[], float]
+    # What the build collects for the task.
+    built: dict[str, Operator] = field(init=False, default_factory=dict)
+    windows: list[StatefulStep] = field(init=False, default_factory=list)
+    task_stores: list[StateStore] = field(init=False, default_factory=list)
+    keyed: list[KeyByOp] = field(init=False, default_factory=list)
+    processors: list[ProcessOp] = field(init=False, default_factory=list)
+    members: set[str] = field(init=False)
+    #: Per source step and output port, its consumers and which of their inputs each port feeds.
+    ports: dict[str, dict[int, list[tuple[str, int]]]] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.members = set(self.sub.nodes)
+        for edge in self.graph.edges:
             self.ports.setdefault(edge.source, {}).setdefault(edge.port, []).append((edge.target, edge.input))
 
     def downstream(self, node_id: str, port: int = 0) -> Operator:
@@ -346,19 +334,15 @@ def _key_by(b: _Builder, node_id: str) -> Operator:
         )
     readers_need = any(s.input_topic == topic and s.needs_event_time for s in b.subtopologies)
     count = b.partitions.get(topic, 0) if b.partitions is not None and readers_need else 0
-    stamp, metrics, release = (
-        (None, None, None) if b.hooks is None else b.hooks.key_by(graph, b.sub, node_id, topic)
-    )
+    stamp, release = (None, None) if b.hooks is None else b.hooks.key_by(graph, b.sub, node_id, topic)
     keyed = KeyByOp(
         node_id,
         b.fn(node_id),
         topic,
         output=b.output,
         dead=b.dead,
-        counters=b.counters,
         partitions=count,
         stamp=stamp,
-        metrics=metrics,
         release=release,
     )
     if count:
@@ -377,7 +361,6 @@ def _sink(b: _Builder, node_id: str) -> Operator:
         fmt,
         output=b.output,
         dead=b.dead,
-        counters=b.counters,
         registry_client=b.registry_client,
         stamp=None if b.hooks is None else b.hooks.sink(b.graph, b.sub, node_id),
         codec=b.graph.functions.get(node_id, NodeFunctions()).codec,

@@ -1,18 +1,20 @@
-"""Dead letters and late records are counted once, in their step's series; the worker's totals are
-read from those series (issue 18, item 10). No broker: the router writes to an in-memory output."""
+"""Records produced, dead letters and late records are counted once, in their step's series; the
+worker's totals are read from those series (issue 18, item 10). No broker: the steps write to an
+in-memory output."""
 
 from __future__ import annotations
 
 import functools
 from typing import Any, cast
 
-from confluent_kafka import Message
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.operators import Late, Window
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
-from cadenza.worker.output import Output
+from cadenza.worker.operators.routing import KeyByOp, SinkOp
+from cadenza.worker.output import Output, RecordTooLargeError
 from cadenza.worker.unit import Unit
 
 
@@ -87,3 +89,79 @@ def test_without_exported_series_the_router_counts_in_series_of_its_own() -> Non
     _bad_records(dead)
     assert (counters.dead_letter_decode, counters.dead_letter_function, counters.late) == (2, 3, 2)
     assert dead.series("count").labels == ("", "p", "count")
+
+
+class _Producer:
+    """Refuses values longer than ``limit`` bytes as librdkafka does (message.max.bytes)."""
+
+    def __init__(self, out: _Output, limit: int) -> None:
+        self.out = out
+        self.limit = limit
+
+    def produce(self, topic: str, value: bytes, key: bytes | None, partition: int, headers: Any) -> None:
+        if len(value) > self.limit:
+            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+        self.out.topics.append(topic)
+
+
+class _WritingOutput(_Output):
+    """What a sink and a key_by write through: the producer (sinks) or ``produce`` (key_by)."""
+
+    trace_header = None
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self.producer = _Producer(self, limit)
+
+    def produce(self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None) -> None:
+        if len(value or b"") > self.limit:
+            raise RecordTooLargeError(f"{topic}: too large")
+        super().produce(topic, value, key, headers)
+
+
+def _writers(
+    counters: WorkerCounters, exporter: PrometheusExporter | None
+) -> tuple[SinkOp, KeyByOp, _Output]:
+    out = _WritingOutput(limit=40)
+    metrics = None if exporter is None else functools.partial(exporter.operator, "t", "p")
+    dead = DeadLetters("p.dlq", "p.late", cast(Output, out), counters, pipeline="p", metrics=metrics)
+    sink = SinkOp("out", "p.out", "json", output=cast(Output, out), dead=dead)
+    key_by = KeyByOp("rekey", lambda v: v["v"], "p.rep", output=cast(Output, out), dead=dead)
+    return sink, key_by, out
+
+
+def _write(sink: SinkOp, key_by: KeyByOp) -> None:
+    """Three results and two repartition records written; one of each refused for its size."""
+    for offset in range(4):
+        value = {"v": offset} if offset < 3 else {"v": offset, "pad": "x" * 60}
+        sink.process(_unit(offset), "k", value, 1.0, None)
+    for offset in range(3):
+        value = {"v": offset} if offset < 2 else {"v": offset, "pad": "x" * 60}
+        key_by.process(_unit(offset), "k", value, 1.0, None)
+
+
+def test_records_produced_are_counted_once_in_the_writing_steps_series() -> None:
+    exporter = PrometheusExporter()
+    counters = WorkerCounters()
+    sink, key_by, out = _writers(counters, exporter)
+    _write(sink, key_by)
+    assert out.topics == ["p.out"] * 3 + ["p.dlq"] + ["p.rep"] * 2 + ["p.dlq"]
+    series = {ops.labels[2]: ops for ops in exporter.operators()}
+    assert (series["out"].produced, series["rekey"].produced) == (3, 2)  # refused records are not
+    assert (series["out"].dead_lettered, series["rekey"].dead_lettered) == ({"function": 1}, {"function": 1})
+    assert counters.produced == counters.snapshot()["produced"] == 5
+    rendered = exporter.render().decode()
+    assert 'cadenza_records_produced_total{operator="out",pipeline="p",tenant="t"} 3.0' in rendered
+    assert 'cadenza_records_produced_total{operator="rekey",pipeline="p",tenant="t"} 2.0' in rendered
+    again_sink, again_key_by, _ = _writers(counters, exporter)  # a plan built again after a rebalance
+    _write(again_sink, again_key_by)
+    assert counters.produced == 10
+
+
+def test_without_exported_series_records_produced_are_still_counted() -> None:
+    counters = WorkerCounters()
+    sink, key_by, _ = _writers(counters, None)
+    _write(sink, key_by)
+    assert (sink.metrics.labels, sink.metrics.produced, key_by.metrics.produced) == (("", "p", "out"), 3, 2)
+    assert counters.produced == 5

@@ -63,7 +63,7 @@ def _parts() -> tuple[_Output, DeadLetters, WorkerCounters]:
 
 def test_key_by_refuses_arbitrary_values_and_keys_naming_type_and_step() -> None:
     out, dead, counters = _parts()
-    op = KeyByOp("rekey", lambda v: v["k"], "rep", output=cast(Output, out), dead=dead, counters=counters)
+    op = KeyByOp("rekey", lambda v: v["k"], "rep", output=cast(Output, out), dead=dead)
     op.process(_unit(0, {"k": "a", "v": Opaque()}), "k", {"k": "a", "v": Opaque()}, 1.0, None)
     op.process(_unit(1, {"k": Opaque()}), "k", {"k": Opaque()}, 1.0, None)
     op.process(_unit(2, {"k": ("a", 1), "v": [1, 2.5]}), "k", {"k": ("a", 1), "v": [1, 2.5]}, 1.0, None)

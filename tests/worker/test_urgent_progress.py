@@ -53,14 +53,12 @@ def _window(size: float, out_of_orderness: float, output: _Output) -> WindowOp:
 
 
 def _key_by(output: _Output, partitions: int) -> KeyByOp:
-    counters = WorkerCounters()
     return KeyByOp(
         "rekey",
         lambda value: value,
         "rep",
         output=cast(Output, output),
-        dead=DeadLetters("dead", "late", cast(Output, output), counters),
-        counters=counters,
+        dead=DeadLetters("dead", "late", cast(Output, output), WorkerCounters()),
         partitions=partitions,
     )
 

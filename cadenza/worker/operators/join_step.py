@@ -30,18 +30,16 @@ applied, so after a restore each side skips exactly the input the state already 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Unpack
 
 from cadenza.operators import LEFT, RIGHT, JoinMatch, WatermarkTracker, Window, WindowedJoin
 from cadenza.operators.join import JoinHow
-from cadenza.state import ChangelogView, ChangelogWrite, Position, StateStore, encode_key
+from cadenza.state import ChangelogView, ChangelogWrite, Position, encode_key
 from cadenza.state.safe_codec import UnsupportedValueError, check
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
-from cadenza.worker.operators.stateful import StatefulOperator
+from cadenza.worker.operators.stateful import StatefulArgs, StatefulOperator
 from cadenza.worker.unit import Unit
 
 __all__ = ["JoinInput", "JoinOp"]
@@ -61,42 +59,28 @@ def _placeholder(side: int) -> int:
     return -1 - side
 
 
+@dataclass(slots=True, eq=False)
 class _JoinPartition:
-    __slots__ = (
-        "current",
-        "event_times",
-        "inputs",
-        "join",
-        "origins",
-        "pending",
-        "sides",
-        "skip_below",
-        "split",
-        "tracker",
-        "view",
-    )
-
-    def __init__(self, join: WindowedJoin, view: ChangelogView, tracker: WatermarkTracker) -> None:
-        self.join = join
-        self.view = view
-        self.tracker = tracker
-        #: Largest event time per input id, for the changelog position.
-        self.event_times: dict[int, float] = {}
-        #: Per side, the next input offset not yet applied (what the changelog position records).
-        self.inputs: dict[int, int] = {}
-        #: Per side, input offsets below this are already in the restored state.
-        self.skip_below: dict[int, int] = {}
-        #: Per input id, the largest (offset, sequence) applied.
-        self.origins: dict[int, tuple[int, int]] = {}
-        #: Per side, the unit whose values are being applied (a flat_map upstream brings several).
-        self.current: list[Unit | None] = [None, None]
-        #: The sides whose input partition this worker holds.
-        self.sides: set[int] = set()
-        #: One side was revoked while the other stayed (reported with the next record, since a
-        #: revocation of both sides arrives one side at a time).
-        self.split = False
-        #: Unmatched records a restore's watermark released, emitted with the next record.
-        self.pending: list[JoinMatch] = []
+    join: WindowedJoin
+    view: ChangelogView
+    tracker: WatermarkTracker
+    #: Largest event time per input id, for the changelog position.
+    event_times: dict[int, float] = field(default_factory=dict)
+    #: Per side, the next input offset not yet applied (what the changelog position records).
+    inputs: dict[int, int] = field(default_factory=dict)
+    #: Per side, input offsets below this are already in the restored state.
+    skip_below: dict[int, int] = field(default_factory=dict)
+    #: Per input id, the largest (offset, sequence) applied.
+    origins: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: Per side, the unit whose values are being applied (a flat_map upstream brings several).
+    current: list[Unit | None] = field(default_factory=lambda: [None, None])
+    #: The sides whose input partition this worker holds.
+    sides: set[int] = field(default_factory=set)
+    #: One side was revoked while the other stayed (reported with the next record, since a
+    #: revocation of both sides arrives one side at a time).
+    split: bool = False
+    #: Unmatched records a restore's watermark released, emitted with the next record.
+    pending: list[JoinMatch] = field(default_factory=list)
 
 
 class JoinOp(StatefulOperator):
@@ -111,29 +95,12 @@ class JoinOp(StatefulOperator):
         within: float,
         allowed_lateness: float,
         on: Any,
-        max_out_of_orderness: float,
-        changelog_topic: str,
-        next: Operator,
-        dead: DeadLetters,
-        counters: WorkerCounters,
-        store: StateStore | None = None,
-        idle_timeout: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
         sources: dict[int, tuple[int, ...]] | None = None,
         how: JoinHow = "inner",
         joiner: Callable[[Any, Any], Any] | None = None,
+        **common: Unpack[StatefulArgs],
     ) -> None:
-        super().__init__(
-            node_id,
-            max_out_of_orderness=max_out_of_orderness,
-            changelog_topic=changelog_topic,
-            next=next,
-            dead=dead,
-            counters=counters,
-            store=store,
-            idle_timeout=idle_timeout,
-            clock=clock,
-        )
+        super().__init__(node_id, **common)
         WindowedJoin(within, allowed_lateness, on, how=how)  # fails at worker start on a bad setting
         self.within = within
         self.lateness = allowed_lateness
@@ -175,10 +142,11 @@ class JoinOp(StatefulOperator):
             part.split = False
             return
         self._forget(partition)
-        part = self._open(partition, entries)
-        part.sides.add(side)
-        if position is None:
-            return
+        self._reopen(partition, entries, position).sides.add(side)
+
+    def _resume(self, part: _JoinPartition, position: Position) -> None:
+        """Take up a restored partition: per side its next input offset, then the watermark, which
+        may release unmatched records (sent on with the partition's next record)."""
         part.inputs = dict(position.inputs)
         part.skip_below = dict(position.inputs)
         part.origins = dict(position.origins)
@@ -205,9 +173,7 @@ class JoinOp(StatefulOperator):
 
     def process_side(self, side: int, unit: Unit, key: Any, value: Any, event_time: float) -> None:
         partition = unit.partition
-        part = self.partitions.get(partition)
-        if part is None:
-            part = self._open(partition)
+        part = self._part(partition)
         if part.split:
             part.split = False
             _log.warning(
@@ -294,9 +260,7 @@ class JoinOp(StatefulOperator):
     def progress_side(self, side: int, unit: Unit, upstream: int, event_time: float) -> None:
         """Apply a progress record of ``side``: its upstream partition ``upstream`` got to ``event_time``."""
         partition = unit.partition
-        part = self.partitions.get(partition)
-        if part is None:
-            part = self._open(partition)
+        part = self._part(partition)
         if unit.offset < part.skip_below.get(side, -1):
             return
         part.current[side] = None

@@ -25,6 +25,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Unpack
 
@@ -184,45 +185,30 @@ def _finite(when: float) -> float:
     return value
 
 
+@dataclass(slots=True, eq=False)
 class _Partition:
     """One operator-partition: its processor, state view, watermark, timer queues and position."""
 
-    __slots__ = (
-        "context",
-        "current",
-        "event_times",
-        "init_failed",
-        "last",
-        "next_offset",
-        "origins",
-        "processor",
-        "sequence",
-        "skip_below",
-        "timers",
-        "tracker",
-        "view",
-        "watermark",
+    view: ChangelogView
+    tracker: Any
+    sequence: Iterator[int]
+    watermark: float = _NEG_INF
+    processor: Processor | None = None
+    context: _Context | None = None
+    #: Per timer kind (event, wall clock), a heap of (time, tie-breaker, key); entries whose timer
+    #: is no longer in the key's stored entry (cancelled, fired) are skipped when they surface.
+    timers: tuple[list[tuple[float, int, Any]], list[tuple[float, int, Any]]] = field(
+        default_factory=lambda: ([], [])
     )
-
-    def __init__(self, view: ChangelogView, tracker: Any, sequence: Iterator[int]) -> None:
-        self.view = view
-        self.tracker = tracker
-        self.sequence = sequence
-        self.watermark = _NEG_INF
-        self.processor: Processor | None = None
-        self.context: _Context | None = None
-        #: Per timer kind (event, wall clock), a heap of (time, tie-breaker, key); entries whose timer
-        #: is no longer in the key's stored entry (cancelled, fired) are skipped when they surface.
-        self.timers: tuple[list[tuple[float, int, Any]], list[tuple[float, int, Any]]] = ([], [])
-        self.event_times: dict[int, float] = {}
-        self.skip_below = -1
-        self.next_offset = -1
-        self.origins: dict[int, tuple[int, int]] = {}
-        self.current: Unit | None = None
-        #: The last unit run here: what a wall-clock timer's outputs and dead letters go on with.
-        self.last: Unit | None = None
-        #: The unit whose ``factory()`` or ``init`` failed last (it is dead-lettered once, not per timer).
-        self.init_failed: Unit | None = None
+    event_times: dict[int, float] = field(default_factory=dict)
+    skip_below: int = -1
+    next_offset: int = -1
+    origins: dict[int, tuple[int, int]] = field(default_factory=dict)
+    current: Unit | None = None
+    #: The last unit run here: what a wall-clock timer's outputs and dead letters go on with.
+    last: Unit | None = None
+    #: The unit whose ``factory()`` or ``init`` failed last (it is dead-lettered once, not per timer).
+    init_failed: Unit | None = None
 
     def put(self, key: Any, state: Any, event: set[float], wall: set[float]) -> None:
         if state is None and not event and not wall:
@@ -271,13 +257,8 @@ class ProcessOp(StatefulOperator):
                     part.push(kind, when, key)
         return part
 
-    def restore(self, partition: int, entries: dict[Any, Any], position: Position | None) -> None:
-        """Start ``partition`` from restored state and timers (or empty, when ``position`` is None)."""
-        self.drop(partition)
-        part = self._open(partition, entries)
-        if position is None:
-            return
-        self._resume(part, position)
+    def _resume(self, part: _Partition, position: Position) -> None:
+        super()._resume(part, position)
         part.watermark = max(position.watermark, part.tracker.watermark())
 
     def drop(self, partition: int) -> None:
@@ -285,7 +266,7 @@ class ProcessOp(StatefulOperator):
         part = self.partitions.get(partition)
         if part is not None:
             self._close(part)
-        self._forget(partition)
+        super().drop(partition)
 
     def close_processors(self) -> None:
         """Close every partition's processor (the worker stops); the state stays in the store."""
@@ -328,9 +309,7 @@ class ProcessOp(StatefulOperator):
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         partition = unit.partition
-        part = self.partitions.get(partition)
-        if part is None:
-            part = self._open(partition)
+        part = self._part(partition)
         if not self._fresh(part, unit):
             return
         part.last = unit
@@ -360,9 +339,7 @@ class ProcessOp(StatefulOperator):
     def progress(self, unit: Unit, source: int, event_time: float) -> None:
         """A progress record: upstream partition ``source`` got to ``event_time``; may fire timers."""
         partition = unit.partition
-        part = self.partitions.get(partition)
-        if part is None:
-            part = self._open(partition)
+        part = self._part(partition)
         if not self._fresh_progress(part, unit, source):
             return
         part.last = unit

@@ -18,7 +18,6 @@ from cadenza.schemas.registry import SchemaRegistryLike
 from cadenza.schemas.value_codec import encode_with
 from cadenza.state import encode_key
 from cadenza.state.safe_codec import UnsupportedValueError
-from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
 from cadenza.worker.output import OutHeaders, Output, RecordTooLargeError, too_large
@@ -65,7 +64,22 @@ SinkStamp = Callable[[Unit, Window | None, Any], bytes | None]
 """``(unit, window, value) -> cadenza-ctx`` of a result (``None``: none); also records its deadline."""
 
 
-class KeyByOp(Operator):
+class _Writer(Operator):
+    """A step that writes to a Kafka topic through the worker's output: what it writes is counted as
+    produced in its step's series, the one its dead letters go to (the worker's total is a sum over
+    such series, see :class:`~cadenza.worker.counters.WorkerCounters`), once the producer took it."""
+
+    __slots__ = ("dead", "metrics", "output", "topic")
+
+    def __init__(self, node_id: str, topic: str, output: Output, dead: DeadLetters) -> None:
+        super().__init__(node_id)
+        self.topic = topic
+        self.output = output
+        self.dead = dead
+        self.metrics: OperatorMetrics = dead.series(node_id)
+
+
+class KeyByOp(_Writer):
     """Re-keys a record and writes it to the repartition topic, where the next sub-topology reads it.
 
     Each record carries its origin (see :mod:`cadenza.worker.wire`); ``seq`` numbers the records one
@@ -79,21 +93,7 @@ class KeyByOp(Operator):
     upstream partition got, including those that sent it nothing (see ``docs/watermarks.md``).
     """
 
-    __slots__ = (
-        "_due",
-        "_progress",
-        "_sent",
-        "counters",
-        "dead",
-        "fn",
-        "metrics",
-        "output",
-        "partitions",
-        "release",
-        "stamp",
-        "topic",
-        "urgent",
-    )
+    __slots__ = ("_due", "_progress", "_sent", "fn", "partitions", "release", "stamp", "urgent")
 
     def __init__(
         self,
@@ -103,18 +103,12 @@ class KeyByOp(Operator):
         *,
         output: Output,
         dead: DeadLetters,
-        counters: WorkerCounters,
         partitions: int = 0,
         stamp: KeyByStamp | None = None,
-        metrics: OperatorMetrics | None = None,
         release: Callable[[float], float] | None = None,
     ) -> None:
-        super().__init__(node_id)
+        super().__init__(node_id, topic, output, dead)
         self.fn = fn
-        self.topic = topic
-        self.output = output
-        self.dead = dead
-        self.counters = counters
         #: Partitions of ``topic`` to send progress records to; 0: its reader keeps no watermark.
         self.partitions = partitions
         #: Per input partition, the largest event time handed to this step, and the largest sent.
@@ -122,8 +116,6 @@ class KeyByOp(Operator):
         self._sent: dict[int, float] = {}
         #: The context for the reader of ``topic`` (see :mod:`cadenza.worker.context_stamps`); ``None``: none.
         self.stamp = stamp
-        #: This step's Prometheus series: repartition records count as produced.
-        self.metrics = metrics
         #: ``event time -> the first window close after it`` of the window reading ``topic``, given by
         #: plan assembly; None: no window downstream, progress only on the timer.
         self.release = release
@@ -169,10 +161,7 @@ class KeyByOp(Operator):
         except RecordTooLargeError as exc:
             self.dead.function_failed(unit, self.node_id, exc)
             return
-        self.counters.produced += 1
-        metrics = self.metrics
-        if metrics is not None:
-            metrics.produced += 1
+        self.metrics.produced += 1
 
     def broadcast_progress(self) -> int:
         """Write a progress record to every partition of the topic for each input partition whose
@@ -198,7 +187,7 @@ class KeyByOp(Operator):
         return written
 
 
-class SinkOp(Operator):
+class SinkOp(_Writer):
     """Encodes with the sink's codec and produces; window results become the JSON envelope
     described in :mod:`cadenza.worker.wire` (a user's codec gets that envelope as a dict)."""
 
@@ -207,14 +196,10 @@ class SinkOp(Operator):
         "_produce",
         "avro_format",
         "codec",
-        "counters",
-        "dead",
         "format",
         "headers",
-        "output",
         "registry_client",
         "stamp",
-        "topic",
         "user",
     )
 
@@ -226,19 +211,14 @@ class SinkOp(Operator):
         *,
         output: Output,
         dead: DeadLetters,
-        counters: WorkerCounters,
         registry_client: SchemaRegistryLike | None = None,
         stamp: SinkStamp | None = None,
         codec: Codec | None = None,
     ) -> None:
-        super().__init__(node_id)
-        self.topic = topic
+        super().__init__(node_id, topic, output, dead)
         self.format = format
         #: With a registry, Avro values are written in the Confluent wire format (subject <topic>-value).
         self.registry_client = registry_client
-        self.output = output
-        self.dead = dead
-        self.counters = counters
         # JSON encodes any value (models, dicts, numbers) without a model; Avro needs the value's model,
         # known only from the first record of each type, so its codecs are made on first use.
         #: A codec that is not built in (``format`` is then ignored), called through the protocol.
@@ -299,7 +279,7 @@ class SinkOp(Operator):
         except KafkaException as exc:  # over message.max.bytes (anything else is re-raised)
             self.dead.function_failed(unit, self.node_id, too_large(exc, self.topic, value_bytes, key_bytes))
             return
-        self.counters.produced += 1
+        self.metrics.produced += 1
 
     def _user_encode(self, key: Any, window: Window | None, value: Any) -> bytes:
         user = self.user

@@ -1,11 +1,15 @@
 """What the worker needs from a stateful step (restore on assignment, drop on revocation, changelog
-writes), and the code window and join steps share to provide it.
+writes), and the code window, join and process steps share to provide it.
 
-Window aggregates (:class:`~cadenza.worker.operators.window_step.WindowOp`) and both inputs of a join
+Window aggregates (:class:`~cadenza.worker.operators.window_step.WindowOp`), process steps
+(:class:`~cadenza.worker.operators.process_step.ProcessOp`) and both inputs of a join
 (:class:`~cadenza.worker.operators.join_step.JoinInput`) satisfy :class:`StatefulStep`, so the runtime and
-the restorer handle them alike: per (step, input partition), whatever the step is. Both steps derive
-from :class:`StatefulOperator`: a store split by input partition, one changelog view and one
-watermark tracker per partition, and the changelog writes of the partitions a batch touched.
+the restorer handle them alike: per (step, input partition), whatever the step is. All three steps
+derive from :class:`StatefulOperator` and take its arguments as one :class:`StatefulArgs`: a store
+split by input partition, one changelog view and one watermark tracker per partition, the restore
+sequence (drop, open over the restored entries, resume at the changelog position; a step says how it
+opens a partition and what else its position restores), the skipping of replayed input, and the
+changelog writes of the partitions a batch touched.
 """
 
 from __future__ import annotations
@@ -67,7 +71,9 @@ class StatefulStep(Protocol):
 
 
 class StatefulArgs(TypedDict):
-    """The keyword arguments of :class:`StatefulOperator`, which a step passes on as they are."""
+    """The keyword arguments of :class:`StatefulOperator`, which every step deriving from it takes
+    (``**common: Unpack[StatefulArgs]``) and passes on as they are; the task builder makes them once
+    for all stateful kinds."""
 
     max_out_of_orderness: float
     changelog_topic: str
@@ -107,8 +113,8 @@ class StatefulOperator(Operator):
         next: Operator,
         dead: DeadLetters,
         counters: WorkerCounters,
-        store: StateStore | None,
-        idle_timeout: float | None,
+        store: StateStore | None = None,
+        idle_timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(node_id)
@@ -128,6 +134,33 @@ class StatefulOperator(Operator):
         self.partitions: dict[int, Any] = {}
         #: Partitions that ran records since the last changelog write.
         self.touched: set[int] = set()
+
+    # -- partitions: open, restore, drop ---------------------------------------------------------------
+
+    def _open(self, partition: int, entries: dict[Any, Any] | None = None) -> Any:
+        """Make and keep ``partition``'s object over its view of the store (holding ``entries``)."""
+        raise NotImplementedError
+
+    def _part(self, partition: int) -> Any:
+        """``partition``'s object, opened empty when it has none yet (its first record)."""
+        part = self.partitions.get(partition)
+        return part if part is not None else self._open(partition)
+
+    def restore(self, partition: int, entries: dict[Any, Any], position: Position | None) -> None:
+        """Start ``partition`` from restored state (or empty, when ``position`` is None)."""
+        self.drop(partition)
+        self._reopen(partition, entries, position)
+
+    def _reopen(self, partition: int, entries: dict[Any, Any], position: Position | None) -> Any:
+        """Open ``partition`` over ``entries`` and, when there is a ``position``, take it up there."""
+        part = self._open(partition, entries)
+        if position is not None:
+            self._resume(part, position)
+        return part
+
+    def drop(self, partition: int) -> None:
+        """Forget a revoked or lost partition."""
+        self._forget(partition)
 
     def _view(self, partition: int, entries: dict[Any, Any] | None) -> ChangelogView:
         view = ChangelogView(self.store, partition)
@@ -166,7 +199,8 @@ class StatefulOperator(Operator):
     # ``current``, ``tracker``, ``event_times`` and ``next_offset``.
 
     def _resume(self, part: Any, position: Position) -> None:
-        """Take up a restored partition where its changelog position says it stood."""
+        """Take up a restored partition where its changelog position says it stood (a step extends
+        this with what else its position restores)."""
         part.skip_below = position.offset
         part.origins = dict(position.origins)
         part.event_times = dict(position.event_times)

@@ -27,8 +27,8 @@ state already holds it (see :mod:`cadenza.state.changelog`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Unpack
 
 from cadenza.infra.metrics.prometheus import LatencyHistogram
 from cadenza.operators import (
@@ -45,12 +45,9 @@ from cadenza.operators import (
 )
 from cadenza.pipelines import Hopping, Session, Sliding, Tumbling
 from cadenza.pipelines.graph import NodeFunctions
-from cadenza.state import ChangelogView, Position, StateStore, encode_key
+from cadenza.state import ChangelogView, Position, encode_key
 from cadenza.state.safe_codec import UnsupportedValueError, check
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.dead_letter import DeadLetters
-from cadenza.worker.operators.base import Operator
-from cadenza.worker.operators.stateful import StatefulOperator
+from cadenza.worker.operators.stateful import StatefulArgs, StatefulOperator
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import result_event_time
 
@@ -75,45 +72,27 @@ def aggregator_of(functions: NodeFunctions) -> Aggregate[Any, Any, Any]:
     return Aggregate(functions.init, functions.add, functions.merge, functions.result)
 
 
+@dataclass(slots=True, eq=False)
 class _Partition:
     """One operator-partition: its aggregation, watermark and restore position."""
 
-    __slots__ = (
-        "aggregation",
-        "current",
-        "event_times",
-        "next_offset",
-        "origins",
-        "pending",
-        "pending_failures",
-        "skip_below",
-        "tracker",
-        "view",
-    )
-
-    def __init__(
-        self,
-        aggregation: WindowedAggregation[Any, Any, Any, Any],
-        view: ChangelogView,
-        tracker: WatermarkTracker,
-    ) -> None:
-        self.aggregation = aggregation
-        self.view = view
-        self.tracker = tracker
-        #: Largest event time per watermark input (upstream partition, or 0), for the changelog position.
-        self.event_times: dict[int, float] = {}
-        #: Input offsets below this are already in the restored state.
-        self.skip_below = -1
-        #: Next input offset to record in the changelog position; -1 until a record ran.
-        self.next_offset = -1
-        #: Results that closed while restoring, emitted with the partition's next record.
-        self.pending: list[WindowResult] = []
-        #: Windows whose result() raised while restoring, dead-lettered with the partition's next record.
-        self.pending_failures: list[WindowFailure] = []
-        #: Per upstream partition, the largest (offset, sequence) applied (repartitioned input only).
-        self.origins: dict[int, tuple[int, int]] = {}
-        #: The unit whose values are being applied: a unit fanned out upstream (flat_map) brings several.
-        self.current: Unit | None = None
+    aggregation: WindowedAggregation[Any, Any, Any, Any]
+    view: ChangelogView
+    tracker: WatermarkTracker
+    #: Largest event time per watermark input (upstream partition, or 0), for the changelog position.
+    event_times: dict[int, float] = field(default_factory=dict)
+    #: Input offsets below this are already in the restored state.
+    skip_below: int = -1
+    #: Next input offset to record in the changelog position; -1 until a record ran.
+    next_offset: int = -1
+    #: Results that closed while restoring, emitted with the partition's next record.
+    pending: list[WindowResult] = field(default_factory=list)
+    #: Windows whose result() raised while restoring, dead-lettered with the partition's next record.
+    pending_failures: list[WindowFailure] = field(default_factory=list)
+    #: Per upstream partition, the largest (offset, sequence) applied (repartitioned input only).
+    origins: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: The unit whose values are being applied: a unit fanned out upstream (flat_map) brings several.
+    current: Unit | None = None
 
 
 class WindowOp(StatefulOperator):
@@ -126,28 +105,11 @@ class WindowOp(StatefulOperator):
         functions: NodeFunctions,
         *,
         allowed_lateness: float,
-        max_out_of_orderness: float,
-        changelog_topic: str,
-        next: Operator,
-        dead: DeadLetters,
-        counters: WorkerCounters,
-        store: StateStore | None = None,
-        idle_timeout: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
         inputs: tuple[int, ...] | None = (0,),
         close_wait: LatencyHistogram | None = None,
+        **common: Unpack[StatefulArgs],
     ) -> None:
-        super().__init__(
-            node_id,
-            max_out_of_orderness=max_out_of_orderness,
-            changelog_topic=changelog_topic,
-            next=next,
-            dead=dead,
-            counters=counters,
-            store=store,
-            idle_timeout=idle_timeout,
-            clock=clock,
-        )
+        super().__init__(node_id, **common)
         #: The watermark inputs of every partition, from the plan: (0,) for a source topic, the
         #: upstream partitions for a repartition topic; ``None``: unknown, learnt from the records.
         self.inputs = inputs
@@ -175,30 +137,19 @@ class WindowOp(StatefulOperator):
         )
         return part
 
-    def restore(self, partition: int, entries: dict[Any, Any], position: Position | None) -> None:
-        """Start ``partition`` from restored state (or empty, when ``position`` is None)."""
-        self.drop(partition)
-        part = self._open(partition, entries)
-        if position is None:
-            return
-        self._resume(part, position)
+    def _resume(self, part: _Partition, position: Position) -> None:
+        super()._resume(part, position)
         # The aggregation's own watermark comes back as it was (the tracker's minimum may be lower if an
         # input was idle then), so records late before the crash stay late after it.
         part.pending = part.aggregation.advance(
             max(position.watermark, part.tracker.watermark()), on_error=part.pending_failures.append
         )
 
-    def drop(self, partition: int) -> None:
-        """Forget a revoked or lost partition."""
-        self._forget(partition)
-
     # -- records ------------------------------------------------------------------------------------
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         partition = unit.partition
-        part = self.partitions.get(partition)
-        if part is None:
-            part = self._open(partition)
+        part = self._part(partition)
         if not self._fresh(part, unit):
             return
         if part.pending_failures:
@@ -255,9 +206,7 @@ class WindowOp(StatefulOperator):
         moves with it; its offset goes into the changelog position like a record's.
         """
         partition = unit.partition
-        part = self.partitions.get(partition)
-        if part is None:
-            part = self._open(partition)
+        part = self._part(partition)
         if not self._fresh_progress(part, unit, source):
             return
         self._observed(part, partition, source, event_time, unit.offset)
