@@ -20,13 +20,14 @@ a worker that comes back elsewhere finds no slot and the Kafka marks alone decid
 **Layout** (little-endian): the first page holds the magic, the version, four 8-byte words, and the
 length and CRC-32 of the body; the body, from the second page, is JSON: the group, the owner (the
 ``owner`` of the worker's Kafka marks) and the partition table, index -> (topic, partition),
-rewritten on assignment. The words are the running record's offset (:data:`IDLE` when none runs)
-and its partition (table index + 1; 0: a partition the table could not name), then the same pair
-for the record the hang watchdog declared dead. Each is one aligned 8-byte store, which a death
-cannot tear, and they are stored in an order that never shows a mixed pair: the partition word
-changes only while the offset word is idle (once per quantum in the executor, at a partition change
-in the admission loop), so a record costs two plain stores of its offset and of IDLE, with no
-arithmetic.
+rewritten on assignment. The words are the running record's offset (:data:`IDLE`, -1, when none
+runs) and its partition (table index + 1; :data:`UNKNOWN`, 0: a partition the slot cannot name),
+then the same pair for the record the hang watchdog declared dead. Each is one aligned 8-byte store,
+which a death cannot tear, and they are stored in an order that never shows a mixed pair: the
+partition word changes only while the offset word is idle (once per quantum in the executor), so a
+record costs two plain stores, of its offset and of IDLE, with no arithmetic. While a fetched batch is
+decoded and admitted (codecs and policies are user code too) the slot says "running, unknown": a
+death there names no record, and the Kafka marks' range rule decides, as without a slot.
 
 Bad contents (a truncated file, another version, another group, a bad CRC) are ignored with a WARNING,
 never a crash: they only cost the exact pin.
@@ -66,14 +67,14 @@ MAGIC = b"CDZSLOT\x00"
 VERSION = 1
 #: magic, version, reserved, running offset and partition, hung offset and partition, body length
 #: and CRC-32.
-HEADER = struct.Struct("<8sIIQQQQII")
+HEADER = struct.Struct("<8sIIqQqQII")
 #: Byte offset of the words (8-aligned, so a store is one machine word).
 WORDS_AT = 16
 WORDS = 4
 PAGE = mmap.PAGESIZE
-#: The offset word when no record runs (no Kafka offset is that large).
-IDLE = (1 << 64) - 1
-#: The partition word of a partition the table could not name.
+#: The offset word when no record runs (no Kafka offset is negative).
+IDLE = -1
+#: The partition word of a partition the slot cannot name; with any offset: "running, unknown".
 UNKNOWN = 0
 #: Slot files tried per group on one host (one per worker process running there at once).
 SLOTS_PER_GROUP = 64
@@ -96,7 +97,7 @@ def group_directory(crash_dir: Path, group: str) -> Path:
 
 def idle_words() -> memoryview:
     """A private buffer shaped like a slot's words: stores into it go nowhere."""
-    words = memoryview(bytearray(8 * WORDS)).cast("Q")
+    words = memoryview(bytearray(8 * WORDS)).cast("q")
     words[0] = words[2] = IDLE
     return words
 
@@ -286,7 +287,7 @@ class CrashSlot:
             return
         self._write_table()
         self._map = mmap.mmap(self._fd, PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        self.words = memoryview(self._map)[WORDS_AT : WORDS_AT + 8 * WORDS].cast("Q")
+        self.words = memoryview(self._map)[WORDS_AT : WORDS_AT + 8 * WORDS].cast("q")
 
     def _write_table(self) -> None:
         """Rewrite the body and its header fields (rare: at settle and when new partitions come)."""
