@@ -165,41 +165,11 @@ def test_the_watchdog_reads_the_running_record_from_the_quantum_loop_frame() -> 
 
 def _simulate(records: int, poison: set[int], max_lives: int) -> tuple[list[int], int, list[int]]:
     """Owners one after another; each runs from the committed offset through the book, dying on a
-    poison record (records after the range run normally; a death there is unpinned). Returns the
-    quarantined offsets, the deaths and the offsets that ran to completion, in order."""
-    mark: Mark | None = None
-    committed = 0
-    quarantined: list[int] = []
-    done: list[int] = []
-    deaths = 0
-    for life in range(max_lives):
-        book = QuarantineBook(f"w{life}", min_lease=3)
-        book.assigned(KEY, mark, now=float(life * 100))
-        latest: Mark | None = mark
-        died = False
-        offset = committed
-        while offset < records:
-            route, write = book.route(KEY, offset)
-            if write is not None:
-                latest = write
-            if route is Route.RUN:
-                for _, lease in book.leases([(KEY, offset + 1)], now=float(life * 100 + offset)):
-                    latest = lease
-            if route is Route.QUARANTINE:
-                book.quarantined(KEY, offset)
-                quarantined.append(offset)
-            elif offset in poison:
-                died = True
-                break
-            else:
-                done.append(offset)
-            offset += 1
-            committed = offset  # commits right after, as the worker may
-        if not died:
-            break
-        deaths += 1
-        mark = latest
-    return quarantined, deaths, done
+    poison record (records after the range run normally; a death there is unpinned), with no crash
+    slot ever found (see :func:`_simulate_with_slots`). Returns the quarantined offsets, the deaths and
+    the offsets that ran to completion, in order."""
+    quarantined, deaths, done = _simulate_with_slots(records, poison, set(), [False] * max_lives, max_lives)
+    return quarantined, len(deaths), done
 
 
 @given(
@@ -354,7 +324,7 @@ def _simulate_with_slots(
             else:
                 done.append(offset)
             offset += 1
-            committed = offset
+            committed = offset  # commits right after, as the worker may
         if not died:
             break
         kept = slot_kept[len(deaths)] if len(deaths) < len(slot_kept) else True
