@@ -275,19 +275,32 @@ class CrashSlot:
             )
         return slot
 
-    def settle(self) -> None:
+    def settle(self) -> bool:
         """The dead states are dealt with: make the slot this worker's (empty table, idle) and let the
-        spare slots go (removed while locked, so that no one else reads them again)."""
+        spare slots go (removed while locked, so that no one else reads them again).
+
+        False (with a WARNING, the slot released) if the file cannot be written or mapped (a full disk,
+        a file system without shared mappings): the worker then runs without a slot."""
         for path, spare in self._spares:
             with contextlib.suppress(OSError):
                 path.unlink()
             os.close(spare)
         self._spares = []
         if self._fd is None or self._map is not None:
-            return
-        self._write_table()
-        self._map = mmap.mmap(self._fd, PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            return self._map is not None
+        try:
+            self._write_table()
+            self._map = mmap.mmap(self._fd, PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as exc:
+            _log.warning(
+                "crash slot %s cannot be written (%s); a poison pill is pinned by Kafka marks only",
+                self.path,
+                exc,
+            )
+            self.close(clean=False)
+            return False
         self.words = memoryview(self._map)[WORDS_AT : WORDS_AT + 8 * WORDS].cast("q")
+        return True
 
     def _write_table(self) -> None:
         """Rewrite the body and its header fields (rare: at settle and when new partitions come)."""

@@ -562,9 +562,11 @@ class Worker:
         self._slot = slot = CrashSlot.take(self.crash_dir, self.group, owner)
         if slot is not None:
             guard.recover(slot.dead)
-            slot.settle()
-            guard.slot = slot
-            executor.words, executor.tags = slot.words, slot.tags
+            if slot.settle():
+                guard.slot = slot
+                executor.words, executor.tags = slot.words, slot.tags
+            else:
+                self._slot = None
         self.exporter.register_callback(
             names.RECORDS_QUARANTINED, lambda: {(t,): n for t, n in guard.quarantined.items()}
         )

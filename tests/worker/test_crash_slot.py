@@ -179,3 +179,20 @@ def test_a_slot_never_settled_keeps_the_dead_state_even_through_a_clean_close(tm
     assert [s.running for s in failed.dead] == [(("t", 0), 3)]
     failed.close(clean=True)
     assert [s.running for s in _take(tmp_path, "next").dead] == [(("t", 0), 3)]
+
+
+def test_a_slot_that_cannot_be_written_is_given_up_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    slot = _take(tmp_path)
+
+    def full(fd: int, length: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("cadenza.worker.crash_slot.os.ftruncate", full)
+    with caplog.at_level(logging.WARNING, logger="cadenza.worker"):
+        assert slot.settle() is False
+    assert "cannot be written (" in caplog.text and "No space left on device" in caplog.text
+    slot.running(("t", 0), 5)  # the worker goes on: stores land in a private buffer
+    monkeypatch.undo()
+    assert _take(tmp_path).path == slot.path  # released: the next worker can take it
