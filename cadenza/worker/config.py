@@ -165,6 +165,14 @@ class WorkerConfig(BaseSettings):
         "s",
         gt=0.0,
     )
+    crash_dir: Path | None = _field(
+        None,
+        "Directory of the crash slots, which name the record a worker was running when it died, so "
+        "that its successor on the host pins that record at once and a poison pill is quarantined at "
+        "its second death (default: <state-dir>/crash, else cadenza/crash under the temp directory). "
+        "Put it on a volume that survives the worker's restarts (an emptyDir in Kubernetes); see "
+        "docs/reliability.md.",
+    )
     lanes: str = _field(
         "off",
         "Fetch lanes, one consumer each, so that records of latency-sensitive pipelines never queue "
@@ -225,6 +233,7 @@ class WorkerConfig(BaseSettings):
             "activities_topic": None if self.activities_topic in OFF else self.activities_topic,
             "max_poll_interval": self.max_poll_interval,
             "hang_timeout": self.hang_timeout,
+            "crash_dir": self.crash_dir,
             "replace_plan": self.replace_plan,
             "lanes": self.lanes,
         }

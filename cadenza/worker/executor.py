@@ -11,6 +11,10 @@ reply (so cost estimates learn at once). A record's run also counts it down in i
 A step of a pipeline declared ``on_error="stop"`` that fails raises
 :class:`~cadenza.worker.dead_letter.PipelineStoppedError`; the quantum is closed and the worker is
 told (``on_stop``), and the other pipelines keep running.
+
+Around each record the executor stores which record runs into the worker's crash slot
+(:mod:`cadenza.worker.crash_slot`): one store before and one after, into a memory-mapped word, so that
+the worker's successor on this host knows the record a death interrupted without a flush per record.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from cadenza.infra.metrics.emitter import SpanEmitter
 from cadenza.scheduling.policy import Measurement, SchedulingPolicy
 from cadenza.scheduling.scheduler import Quantum, Scheduler
 from cadenza.worker.context_stamps import TaskSchedule
+from cadenza.worker.crash_slot import IDLE, UNKNOWN, idle_words
 from cadenza.worker.dead_letter import PipelineStoppedError
 from cadenza.worker.unit import Unit
 
@@ -43,7 +48,17 @@ class Executor:
     """Runs queued units; the worker sets :attr:`schedules`, :attr:`output`, :attr:`emitter` and
     :attr:`record` when it starts (and clears :attr:`record` when it closes)."""
 
-    __slots__ = ("emitter", "on_stop", "output", "policy", "record", "scheduler", "schedules")
+    __slots__ = (
+        "emitter",
+        "on_stop",
+        "output",
+        "policy",
+        "record",
+        "scheduler",
+        "schedules",
+        "tags",
+        "words",
+    )
 
     def __init__(
         self,
@@ -59,6 +74,11 @@ class Executor:
         self.output: Backpressure | None = None
         self.emitter: SpanEmitter | None = None
         self.record: Record | None = None
+        #: The crash slot's words (``[0]``: the running offset, ``[1]``: its partition's tag) and the
+        #: partitions' tags; a private buffer when the worker has no slot, so the hot path stores
+        #: unconditionally.
+        self.words = idle_words()
+        self.tags: dict[tuple[str, int], int] = {}
 
     def run_for(self, seconds: float) -> int:
         """Run quanta, best priority first, until the buffer is empty, ``seconds`` have passed or the
@@ -76,6 +96,7 @@ class Executor:
             try:
                 ran += self.run_quantum(quantum, schedules[quantum.key[0]])
             except PipelineStoppedError as stopped:
+                self.words[0] = IDLE  # the stopped record did not kill the worker
                 quantum.close()
                 self.on_stop(stopped)
             if perf() >= until:
@@ -97,14 +118,20 @@ class Executor:
         perf = time.perf_counter
         wall = time.time() - perf()  # wall-clock time of perf 0: one clock read per quantum
         quantum_start = perf()
+        words = self.words
+        idle = IDLE
+        words[0] = idle  # the partition word changes only while no offset is shown
+        words[1] = self.tags.get((schedule.task.subtopology.input_topic, partition), UNKNOWN)
         ran = 0
         busy = 0.0
         waited = 0.0
         last = None
         for ctx, unit in quantum:
+            words[0] = unit.offset
             started = perf()
             run(unit, unit.key, unit.value, unit.event_time, None)
             finished = perf()
+            words[0] = idle
             pending = unit.pending
             if pending is not None:
                 pending[1] -= 1

@@ -6,8 +6,8 @@ partition's next owner reads again from the committed offset, runs the same reco
 way, forever. The rule: a record that was running when the worker died or was declared lost twice
 in a row is dead-lettered the next time, with disposition ``quarantined``, and the pipeline goes on.
 
-It is kept in Kafka (workers are containers: no local file survives them), in the compacted control
-topic ``cadenza-quarantine``, as one *mark* per group and input partition (a :class:`Mark`):
+It is kept in Kafka (a worker may come back on another host), in the compacted control topic
+``cadenza-quarantine``, as one *mark* per group and input partition (a :class:`Mark`):
 
 - **A lease, off the per-record path.** ``high`` promises that no record at or above it was handed
   to user code. A worker extends it (produce and flush) before it runs records beyond it, checked
@@ -32,8 +32,18 @@ topic ``cadenza-quarantine``, as one *mark* per group and input partition (a :cl
   :class:`HungRecordError`, so ``cadenza worker`` starts a fresh worker in place, which reads the
   mark and counts the death) and ``/healthz`` reports it dead meanwhile.
 
-The first death of a record that ran outside the serial mode is not pinned (only its range is), so
-the rule quarantines a record at the third death at most: one that narrows the range, two pinned.
+- **A crash slot makes a death exact.** A worker that starts on the host where one of its group died
+  reads the dead worker's crash slot (:mod:`cadenza.worker.crash_slot`: the record it was running,
+  kept in a memory-mapped file) and, before it joins, rewrites the marks of the partitions the dead
+  worker still held (:func:`slot_pins`): ``exact``, naming the record that was running or none. Only
+  that record is then suspect: the records before it run alone without markers (to keep offset
+  order), it runs alone behind its marker, the rest as usual. So a poison pill dies twice. The new
+  owner writes a mark of its own (not exact) before it runs anything: should it die where no slot
+  can tell, the range rule below applies to its death.
+
+Without a slot, the first death of a record that ran outside the serial mode is not pinned (only its
+range is), so the rule quarantines a record at the third death at most: one that narrows the range,
+two pinned.
 
 The watchdog finds the running record of the normal path without any per-record bookkeeping: it
 reads the locals ``unit``, ``started`` and ``finished`` of the worker's quantum loop (the code object
@@ -49,7 +59,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from types import CodeType, FrameType
@@ -62,6 +72,7 @@ from cadenza.infra.kafka.errors import KafkaClientError
 from cadenza.infra.kafka.offsets import end_offsets
 from cadenza.infra.kafka.topics import TopicSpec
 from cadenza.settings import KafkaSettings
+from cadenza.worker.crash_slot import CrashSlot, SlotState
 from cadenza.worker.dead_letter import PipelineStoppedError
 
 if TYPE_CHECKING:
@@ -79,6 +90,7 @@ __all__ = [
     "QuarantineGuard",
     "Route",
     "quarantine_topic_spec",
+    "slot_pins",
 ]
 
 QUARANTINE_TOPIC = "cadenza-quarantine"
@@ -116,6 +128,9 @@ class Mark:
     running: int | None = None
     deaths: int = 0
     owner: str = ""
+    #: ``running`` is exactly the record that was running when ``owner`` died (from its crash slot,
+    #: :mod:`cadenza.worker.crash_slot`), or ``None`` exactly when none was: only that record is suspect.
+    exact: bool = False
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -125,6 +140,7 @@ class Mark:
                 "running": self.running,
                 "deaths": self.deaths,
                 "owner": self.owner,
+                "exact": self.exact,
             }
         ).encode()
 
@@ -136,16 +152,18 @@ class Mark:
         try:
             data = json.loads(raw)
             high, clean, running, deaths = data["high"], data["clean"], data["running"], data["deaths"]
-        except (ValueError, KeyError, TypeError):
+            exact = data.get("exact", False)  # marks written before crash slots have none
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
         if not (
             isinstance(high, int)
             and isinstance(clean, bool)
             and (running is None or isinstance(running, int))
             and isinstance(deaths, int)
+            and isinstance(exact, bool)
         ):
             return None
-        return cls(high, clean, running, deaths, str(data.get("owner", "")))
+        return cls(high, clean, running, deaths, str(data.get("owner", "")), exact)
 
 
 class Route(Enum):
@@ -170,6 +188,11 @@ class _Partition:
     #: A record the watchdog pinned in the normal path (marker written by the watchdog).
     hung: int | None = None
     previous_owner: str = ""
+    #: The previous owner's death was pinned exactly (a crash slot): only ``pinned`` is suspect.
+    exact: bool = False
+    #: This worker must write a mark of its own before any record of the partition runs (it took over
+    #: an exact mark, which names the dead owner: a death of this worker must not be read as that one's).
+    claim_due: bool = False
 
 
 @dataclass
@@ -202,6 +225,13 @@ class QuarantineBook:
             return part
         part.previous_owner = mark.owner
         part.lease = mark.high
+        if mark.exact:
+            part.exact = part.claim_due = True
+            if mark.running is not None:
+                part.pinned = mark.running
+                part.deaths = mark.deaths + 1
+                part.suspect_below = mark.running + 1
+            return part
         part.suspect_below = mark.high
         if mark.running is not None:
             part.pinned = mark.running
@@ -219,12 +249,28 @@ class QuarantineBook:
             part.suspect_below = 0
             part.pinned = None
             part.deaths = 0
+            part.claim_due = False
             return Route.RUN, None if self.frozen else self._mark(part)
         if part.pinned == offset and part.deaths >= 2:
             return Route.QUARANTINE, None
+        if part.exact and part.pinned != offset:
+            # Before the exactly pinned record: not running at the death, so no marker. Alone all the
+            # same, so that it runs before the pinned record (offset order within a partition).
+            return Route.ALONE, self._claim(part)
         part.lease = max(part.lease, offset + 1)
         deaths = part.deaths if part.pinned == offset else 0
+        part.claim_due = False
         return Route.ALONE, None if self.frozen else self._mark(part, running=offset, deaths=deaths)
+
+    def _claim(self, part: _Partition) -> Mark | None:
+        """The mark that makes a taken-over partition this worker's, if it has not written one yet.
+
+        It names no running record and is not exact: should this worker die without a crash slot to
+        say where, its next owner falls back to the range rule."""
+        if not part.claim_due or self.frozen:
+            return None
+        part.claim_due = False
+        return self._mark(part)
 
     def quarantined(self, key: Key, offset: int) -> None:
         """``offset`` was dead-lettered: its deaths are settled."""
@@ -245,12 +291,14 @@ class QuarantineBook:
         parts = self.parts
         for key, position in fetched:
             part = parts.get(key)
-            if part is None or position <= part.lease:
+            if part is None or (position <= part.lease and not part.claim_due):
                 continue
-            elapsed = max(now - part.base_time, 1e-3)
-            span = max(self.min_lease, math.ceil((position - part.base) / elapsed * LEASE_SECONDS))
-            part.base, part.base_time = position, now
-            part.lease = position + span
+            part.claim_due = False
+            if position > part.lease:
+                elapsed = max(now - part.base_time, 1e-3)
+                span = max(self.min_lease, math.ceil((position - part.base) / elapsed * LEASE_SECONDS))
+                part.base, part.base_time = position, now
+                part.lease = position + span
             due.append((key, self._mark(part)))
         return due
 
@@ -280,6 +328,33 @@ class QuarantineBook:
             return None
         part.hung = None
         return self._mark(part)
+
+
+def slot_pins(state: SlotState, marks: Mapping[Key, Mark | None]) -> list[tuple[Key, Mark]]:
+    """The exact marks a dead worker's crash slot makes of its partitions' marks (pure).
+
+    Only a partition whose mark is still unclean and still the dead owner's counts (nobody ran it
+    since, or released it). Its new mark names the record that was running (with the deaths that
+    record already had, if the mark already named it), or none: it was running nothing. A slot that
+    could not name its running record, or names one the lease says was never handed to user code,
+    changes nothing: the range rule decides.
+    """
+    if state.unknown:
+        return []
+    culprit = state.culprit
+    pins: list[tuple[Key, Mark]] = []
+    for key in state.partitions:
+        mark = marks.get(key)
+        if mark is None or mark.clean or mark.owner != state.owner:
+            continue
+        running = culprit[1] if culprit is not None and culprit[0] == key else None
+        if running is not None and running >= mark.high:
+            continue
+        deaths = mark.deaths if running is not None and mark.running == running else 0
+        pin = Mark(mark.high, False, running, deaths, mark.owner, exact=True)
+        if pin != mark:
+            pins.append((key, pin))
+    return pins
 
 
 class HangEvent(Enum):
@@ -364,6 +439,8 @@ class QuarantineGuard:
         self._position = 0
         #: (partition, offset, start) of the record running alone, for the watchdog.
         self._alone: tuple[Key, int, float] | None = None
+        #: This process's crash slot (set by the worker once it is settled), or ``None``.
+        self.slot: CrashSlot | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -413,6 +490,46 @@ class QuarantineGuard:
 
     # -- the worker's hooks -----------------------------------------------------------------------------
 
+    def recover(self, dead: list[SlotState]) -> None:
+        """Turn what dead workers' crash slots say into exact marks, before this worker joins the group."""
+        if not dead:
+            return
+        self._read()
+        pins: list[tuple[Key, Mark]] = []
+        for state in dead:
+            if state.unknown:
+                _log.warning(
+                    "the crash slot of dead worker %s cannot name the record it was running; its "
+                    "partitions' marks decide",
+                    state.owner,
+                )
+                continue
+            marks = {key: self._marks.get(self._key(key).decode()) for key in state.partitions}
+            found = slot_pins(state, marks)
+            culprit = state.culprit
+            for key, pin in found:
+                if pin.running is not None:
+                    _log.warning(
+                        "worker %s died while %s[%d]@%d was running (its crash slot says so%s): that record "
+                        "is pinned exactly, the other records of its lease run as usual",
+                        state.owner,
+                        key[0],
+                        key[1],
+                        pin.running,
+                        ", a hang past max.poll.interval.ms" if state.hung is not None else "",
+                    )
+            if found and (culprit is None or all(pin.running is None for _, pin in found)):
+                _log.info(
+                    "worker %s died running no record of %s (its crash slot says so): they need no "
+                    "replay one at a time",
+                    state.owner,
+                    ", ".join(f"{key[0]}[{key[1]}]" for key, _ in found),
+                )
+            pins.extend(found)
+        self._write(pins)
+        for key, pin in pins:  # what the next read would find
+            self._marks[self._key(key).decode()] = pin
+
     @property
     def suspect(self) -> bool:
         return self.book.suspect
@@ -433,14 +550,15 @@ class QuarantineGuard:
                 if part.pinned is not None:
                     _log.error(
                         "%s[%d]: its previous owner (%s) died or was declared lost while offset %d was "
-                        "running (death %d of that record in a row); records below offset %d run one at "
-                        "a time behind a marker%s",
+                        "running (death %d of that record in a row); %s%s",
                         tp.topic,
                         tp.partition,
                         part.previous_owner or "?",
                         part.pinned,
                         part.deaths,
-                        part.suspect_below,
+                        "that record runs alone behind a marker"
+                        if part.exact
+                        else f"records below offset {part.suspect_below} run one at a time behind a marker",
                         "; that record is quarantined" if part.deaths >= 2 else "",
                     )
                 else:
@@ -520,6 +638,9 @@ class QuarantineGuard:
         topic, partition = key
         pending = [offset, worker._held.get(topic, 0) if worker._held else 0]
         now = time.time()
+        slot = self.slot
+        if slot is not None:  # what this process runs, for its successor should it die here
+            slot.running(key, offset)
         self._alone = (key, offset, time.perf_counter())
         try:
             for decode, schedule in worker._stages.get(topic, ()):
@@ -540,6 +661,8 @@ class QuarantineGuard:
                 worker.counters.units += 1
         finally:
             self._alone = None
+        if slot is not None:
+            slot.idle()
         worker.counters.consumed += 1
         inflight = worker._checkpoint.inflight
         inflight.admitted(inflight.progress(topic, partition), offset, pending)
@@ -589,6 +712,9 @@ class QuarantineGuard:
         elif event is HangEvent.DEAD:
             with self._lock:
                 self.book.frozen = True
+            slot = self.slot
+            if slot is not None:  # the death the group declared is pinned on this record, whatever runs next
+                slot.hung(key, offset)
             self.failure = HungRecordError(
                 f"a user function ran past max.poll.interval.ms ({self.poll_interval:.0f} s) on {where}: the "
                 "group declared this worker's partitions lost; a fresh worker takes over"

@@ -52,6 +52,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,7 @@ from cadenza.worker.checkpoint import Checkpoint
 from cadenza.worker.config import WorkerConfig
 from cadenza.worker.context_stamps import TaskSchedule
 from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.crash_slot import IDLE, UNKNOWN, CrashSlot, default_crash_dir, idle_words
 from cadenza.worker.dead_letter import PipelineStoppedError
 from cadenza.worker.decode import make_registry_client
 from cadenza.worker.executor import Executor, SchedKey
@@ -157,6 +159,8 @@ class Worker:
     ``max_poll_interval``: seconds a user call may run before the group declares this worker's
     partitions lost (``max.poll.interval.ms``); ``hang_timeout`` (default: 80 % of it): seconds after
     which the watchdog pins a running call as a possible poison pill (:mod:`.quarantine`).
+    ``crash_dir``: where the worker keeps its crash slot, which names the record running should the
+    process die (:mod:`.crash_slot`); default ``<state_dir>/crash``, else under the temp directory.
     ``state_store``: ``memory``, ``rocksdb`` (under ``state_dir``), a store factory (step name ->
     :class:`~cadenza.state.StateStore`) or its ``package.module:factory`` path; either way the changelog
     topics are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
@@ -203,6 +207,7 @@ class Worker:
         max_poll_interval: float = 300.0,
         hang_timeout: float | None = None,
         lanes: str = "off",
+        crash_dir: str | Path | None = None,
         config: WorkerConfig | None = None,
     ) -> None:
         if config is not None:
@@ -251,6 +256,9 @@ class Worker:
         self.replace_plan = replace_plan
         self.max_poll_interval = max_poll_interval
         self.hang_timeout = hang_timeout
+        self.crash_dir = Path(crash_dir) if crash_dir is not None else default_crash_dir(state_dir)
+        #: This process's crash slot while started (:mod:`.crash_slot`); ``None`` if none could be had.
+        self._slot: CrashSlot | None = None
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
         self.restore_timeout = restore_timeout
@@ -539,14 +547,26 @@ class Worker:
             poll_timeout=self.poll_timeout,
         )
         rebalance = self._rebalance
+        # The marks' owner is this worker object, not only its process: a worker restarted in place
+        # must not be taken for the one that died.
+        owner = f"{self.worker_id}#{uuid.uuid4().hex[:6]}"
         self._guard = guard = QuarantineGuard(
             self.settings,
             self.group,
-            self.worker_id,
+            owner,
             hang_timeout=self.hang_timeout,
             poll_interval=self.max_poll_interval,
             timeout=timeout,
         )
+        # Before the join: what a dead worker's crash slot on this host says becomes exact marks.
+        self._slot = slot = CrashSlot.take(self.crash_dir, self.group, owner)
+        if slot is not None:
+            guard.recover(slot.dead)
+            if slot.settle():
+                guard.slot = slot
+                executor.words, executor.tags = slot.words, slot.tags
+            else:
+                self._slot = None
         self.exporter.register_callback(
             names.RECORDS_QUARANTINED, lambda: {(t,): n for t, n in guard.quarantined.items()}
         )
@@ -635,6 +655,10 @@ class Worker:
             if self._guard is not None:
                 self._guard.close()
                 self._guard = None
+            if self._slot is not None:  # kept for the next worker unless this one stops cleanly
+                self._executor.words, self._executor.tags = idle_words(), {}
+                self._slot.close(clean=not self._rebalance.broken)
+                self._slot = None
             for task in self._tasks:
                 task.close()
             if self._output is not None and not self._rebalance.broken:
@@ -717,6 +741,12 @@ class Worker:
         last_key: tuple[str, int] | None = None
         progress = None
         units = 0
+        # Decoding and context stamping run user code too (codecs, policies): the crash slot says
+        # "running, unknown" meanwhile (once per batch, not per record), so a death here pins nothing
+        # and the Kafka marks' range rule decides.
+        words = self._executor.words
+        words[1] = UNKNOWN
+        words[0] = 0
         for message in messages:
             if message.error() is not None and not self._usable(message):
                 continue
@@ -751,6 +781,7 @@ class Worker:
             if progress is not None:
                 inflight.admitted(progress, offset, pending)
             units += pending[1] - holds
+        words[0] = IDLE
         counters = self.counters
         counters.consumed += len(messages)
         counters.units += units
@@ -884,6 +915,8 @@ class Worker:
     # The quarantine guard's view of ownership (see cadenza.worker.quarantine): how newly assigned
     # partitions' first records run; a clean release clears their suspicion; a loss does not.
     def _guard_assigned(self, partitions: list[TopicPartition]) -> None:
+        if self._slot is not None:  # their table entries, before any of their records runs
+            self._slot.assign([(tp.topic, tp.partition) for tp in partitions])
         if self._guard is not None:
             self._guard.assigned(partitions)
 

@@ -4,7 +4,10 @@ worker cannot catch, an OOM kill, a hang past the poll interval) is dead-lettere
 dies and then passes, quarantines nothing.
 
 The worker is a ``cadenza worker`` process restarted by the test after each death, as a container's
-restart policy would; ``os._exit(137)`` stands in for an OOM kill or a segfault.
+restart policy would; ``os._exit(137)`` stands in for an OOM kill or a segfault. Each test has its
+own crash directory (``--crash-dir``): restarted on the same host, a worker reads the crash slot its
+dead predecessor left there and pins the record exactly, so a poison pill dies twice; without it (a
+fresh directory per restart, as on another host) the Kafka marks alone decide, three deaths at most.
 """
 
 from __future__ import annotations
@@ -94,12 +97,18 @@ def _run_with_restarts(
     *args: str,
     done: Callable[[dict[str, list[Record]]], bool],
     timeout: float,
+    crash_dir: Callable[[int], Path],
 ) -> tuple[WorkerProcess, list[int]]:
     """Start the worker, restart it after every death, until ``done(reader.records)``; return the
-    running worker and the exit codes of the dead ones."""
+    running worker and the exit codes of the dead ones. ``crash_dir(n)``: the n-th start's."""
     deadline = time.monotonic() + timeout
     codes: list[int] = []
-    worker = WorkerProcess(module, settings, name, log, *args, env=WIDE, metrics=True)
+
+    def start() -> WorkerProcess:
+        where = ["--crash-dir", str(crash_dir(len(codes)))]
+        return WorkerProcess(module, settings, name, log, *args, *where, env=WIDE, metrics=True)
+
+    worker = start()
     while True:
         reader.poll(0.2)
         if done(reader.records):
@@ -108,16 +117,20 @@ def _run_with_restarts(
         if code is not None:
             codes.append(code)
             assert len(codes) <= 4, f"too many deaths {codes}:\n{worker.text()[-3000:]}"
-            worker = WorkerProcess(module, settings, name, log, *args, env=WIDE, metrics=True)
+            worker = start()
         assert time.monotonic() < deadline, (
             f"not done within {timeout:.0f} s (deaths {codes}):\n{worker.text()[-4000:]}"
         )
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("slot", [True, False], ids=["crash-slot", "no-slot"])
 def test_a_record_that_kills_its_worker_is_quarantined_and_the_pipeline_goes_on(
-    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
+    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path, slot: bool
 ) -> None:
+    """With the crash slot kept across restarts: two deaths, each pinned on the record. Without it
+    (a fresh directory each time, as when the worker comes back on another host): one death that only
+    narrows the culprit to the lease's range, then two pinned by the serial replay's markers."""
     settings = quick(kafka_settings)
     source, sink, dlq = new_topic(partitions=1), new_topic(partitions=1), new_topic(partitions=1)
     module = _module(tmp_path, CRASH, source, sink, dlq)
@@ -132,6 +145,7 @@ def test_a_record_that_kills_its_worker_is_quarantined_and_the_pipeline_goes_on(
             reader,
             done=lambda got: len(got[dlq]) >= 1 and _all_but_poison(got[sink]),
             timeout=100,
+            crash_dir=lambda n: tmp_path / ("crash" if slot else f"crash-{n}"),
         )
         try:
             # The worker runs on: records produced after the quarantine are processed too.
@@ -155,8 +169,9 @@ def test_a_record_that_kills_its_worker_is_quarantined_and_the_pipeline_goes_on(
     ]
     assert len(quarantined) == 1 and 'reason="quarantined"' in quarantined[0], quarantined
     assert quarantined[0].endswith(" 1.0"), quarantined
-    # The rule: one death that only narrows the range, two pinned on the record, then quarantined.
-    assert codes == [137, 137, 137], codes
+    # The rule: two deaths pinned on the record, then quarantined; without the slot, one more death
+    # that only narrowed the culprit to a range.
+    assert codes == ([137, 137] if slot else [137, 137, 137]), codes
     [letter] = reader.records[dlq]
     assert letter.header(DISPOSITION_HEADER) == "quarantined"
     assert letter.header("cadenza-error-type") == "Quarantined"
@@ -167,7 +182,12 @@ def test_a_record_that_kills_its_worker_is_quarantined_and_the_pipeline_goes_on(
     results = _results(reader, sink)
     assert POISON not in results
     assert set(results) == (set(range(RECORDS)) - {POISON}) | {100 + n for n in range(5)}
-    assert "is quarantined" in log and "run one at a time behind a marker" in log
+    assert "is quarantined" in log
+    if slot:
+        assert log.count(f"{source}[0]@{POISON} was running (its crash slot says so") == 2, log[-4000:]
+        assert "run one at a time behind a marker" not in log  # no serial replay of the range
+    else:
+        assert "crash slot says" not in log and "run one at a time behind a marker" in log
 
 
 @pytest.mark.timeout(150)
@@ -192,6 +212,7 @@ def test_a_record_that_hangs_past_the_poll_interval_is_quarantined(
             "1.5",
             done=lambda got: len(got[dlq]) >= 1 and _all_but_poison(got[sink]),
             timeout=130,
+            crash_dir=lambda n: tmp_path / "crash",
         )
         try:
             worker.alive()
@@ -217,15 +238,16 @@ def test_clean_stops_and_a_record_that_dies_then_passes_quarantine_nothing(
 ) -> None:
     settings = quick(kafka_settings)
     source, sink, dlq = new_topic(partitions=1), new_topic(partitions=1), new_topic(partitions=1)
-    # Dies twice on the record (a death that narrows the range, then one pinned on it), then passes.
-    module = _module(tmp_path, FLAKY.format(path=str(tmp_path / "seen"), times=2), source, sink, dlq)
+    # Dies once on the record (pinned on it by the crash slot), then passes on its retry.
+    module = _module(tmp_path, FLAKY.format(path=str(tmp_path / "seen"), times=1), source, sink, dlq)
     name = group()
     log = tmp_path / "worker.log"
+    crash = tmp_path / "crash"
     with reading(settings, [sink, dlq]) as reader:
         # Clean stops and starts first: nothing suspect, nothing quarantined.
         first: list[Headed] = [(None, json.dumps({"n": 1000 + n}).encode(), 0, []) for n in range(10)]
         for round_ in range(2):
-            worker = WorkerProcess(module, settings, name, log, env=WIDE)
+            worker = WorkerProcess(module, settings, name, log, "--crash-dir", str(crash), env=WIDE)
             produce_with_headers(settings, source, first[5 * round_ : 5 * round_ + 5])
             reader.wait_for(_at_least(sink, 5 * round_ + 5), timeout=45, what="clean round")
             assert worker.terminate() == 0
@@ -239,6 +261,7 @@ def test_clean_stops_and_a_record_that_dies_then_passes_quarantine_nothing(
             reader,
             done=lambda got: set(range(RECORDS)) <= {json.loads(r.value or b"")["n"] for r in got[sink]},
             timeout=120,
+            crash_dir=lambda n: crash,
         )
         try:
             worker.alive()
@@ -246,8 +269,10 @@ def test_clean_stops_and_a_record_that_dies_then_passes_quarantine_nothing(
         finally:
             code = worker.terminate()
     assert code == 0
-    assert codes == [137, 137], codes
+    assert codes == [137], codes
     assert reader.records[dlq] == []  # died at one pinned death only: not quarantined
+    text = " ".join(worker.text().split())
+    assert f"{source}[0]@{len(first) + POISON} was running (its crash slot says so" in text, text[-4000:]
     results = _results(reader, sink)
     assert set(results) == set(range(RECORDS)) | {1000 + n for n in range(10)}
     assert "is quarantined" not in worker.text()

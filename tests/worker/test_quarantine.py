@@ -1,5 +1,6 @@
 """The quarantine state machine (no broker): leases, the serial mode after an unclean death, pinning,
-the two-deaths rule, clean releases, the hang watchdog's decisions and how it finds the running record.
+the two-deaths rule, clean releases, the hang watchdog's decisions and how it finds the running record,
+and the exact pins a dead worker's crash slot makes.
 
 A brute-force model of the rule is played against the book with hypothesis: a partition of records,
 some of which kill every worker that runs them; owners run from the committed offset, die or release
@@ -20,6 +21,7 @@ from cadenza import Pipeline
 from cadenza.errors import ConfigError
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
+from cadenza.worker.crash_slot import SlotState
 from cadenza.worker.quarantine import (
     LEASE_SECONDS,
     HangEvent,
@@ -28,6 +30,7 @@ from cadenza.worker.quarantine import (
     QuarantineBook,
     Route,
     running_unit,
+    slot_pins,
 )
 
 KEY = ("in", 0)
@@ -162,41 +165,11 @@ def test_the_watchdog_reads_the_running_record_from_the_quantum_loop_frame() -> 
 
 def _simulate(records: int, poison: set[int], max_lives: int) -> tuple[list[int], int, list[int]]:
     """Owners one after another; each runs from the committed offset through the book, dying on a
-    poison record (records after the range run normally; a death there is unpinned). Returns the
-    quarantined offsets, the deaths and the offsets that ran to completion, in order."""
-    mark: Mark | None = None
-    committed = 0
-    quarantined: list[int] = []
-    done: list[int] = []
-    deaths = 0
-    for life in range(max_lives):
-        book = QuarantineBook(f"w{life}", min_lease=3)
-        book.assigned(KEY, mark, now=float(life * 100))
-        latest: Mark | None = mark
-        died = False
-        offset = committed
-        while offset < records:
-            route, write = book.route(KEY, offset)
-            if write is not None:
-                latest = write
-            if route is Route.RUN:
-                for _, lease in book.leases([(KEY, offset + 1)], now=float(life * 100 + offset)):
-                    latest = lease
-            if route is Route.QUARANTINE:
-                book.quarantined(KEY, offset)
-                quarantined.append(offset)
-            elif offset in poison:
-                died = True
-                break
-            else:
-                done.append(offset)
-            offset += 1
-            committed = offset  # commits right after, as the worker may
-        if not died:
-            break
-        deaths += 1
-        mark = latest
-    return quarantined, deaths, done
+    poison record (records after the range run normally; a death there is unpinned), with no crash
+    slot ever found (see :func:`_simulate_with_slots`). Returns the quarantined offsets, the deaths and
+    the offsets that ran to completion, in order."""
+    quarantined, deaths, done = _simulate_with_slots(records, poison, set(), [False] * max_lives, max_lives)
+    return quarantined, len(deaths), done
 
 
 @given(
@@ -224,3 +197,183 @@ def test_the_hang_timeout_must_lie_below_the_poll_interval_which_must_cover_the_
     for poll, hang in ((10.0, 10.0), (10.0, 0.0), (5.0, 1.0)):
         with pytest.raises(ConfigError, match="hang_timeout"):
             Worker([pipeline], settings, max_poll_interval=poll, hang_timeout=hang)
+
+
+# -- exact pins from a dead worker's crash slot --------------------------------------------------------
+
+
+def _slot(owner: str, running: int | None, *, hung: int | None = None, unknown: bool = False) -> SlotState:
+    other = ("in", 1)
+    return SlotState(
+        "g",
+        owner,
+        (other, KEY),
+        None if running is None else (KEY, running),
+        None if hung is None else (KEY, hung),
+        unknown,
+    )
+
+
+def test_marks_written_before_crash_slots_still_read_and_a_bad_exact_flag_is_no_mark() -> None:
+    assert Mark.decode(b'{"high": 5, "clean": false, "running": 2, "deaths": 1, "owner": "w"}') == Mark(
+        5, False, 2, 1, "w", exact=False
+    )
+    exact = Mark(5, False, 2, 1, "w", exact=True)
+    assert Mark.decode(exact.encode()) == exact
+    assert Mark.decode(b'{"high": 5, "clean": false, "running": 2, "deaths": 1, "exact": 1}') is None
+    assert Mark.decode(b"[1, 2]") is None
+
+
+def test_a_crash_slot_pins_the_running_record_of_a_partition_its_dead_owner_still_holds() -> None:
+    other = ("in", 1)
+    marks: dict[tuple[str, int], Mark | None] = {
+        KEY: Mark(120, False, None, 0, "dead"),
+        other: Mark(50, False, None, 0, "dead"),
+    }
+    pins = dict(slot_pins(_slot("dead", 104), marks))
+    # Exact: the record that ran, no deaths yet; the other partition ran nothing: nothing suspect there.
+    assert pins == {
+        KEY: Mark(120, False, 104, 0, "dead", exact=True),
+        other: Mark(50, False, None, 0, "dead", exact=True),
+    }
+    # Idempotent: applied once, the same slot changes nothing more.
+    assert slot_pins(_slot("dead", 104), pins) == []
+    # The serial path's durable marker named that record: its deaths are kept (not counted twice).
+    marked = {KEY: Mark(120, False, 104, 1, "dead")}
+    assert slot_pins(_slot("dead", 104), marked) == [(KEY, Mark(120, False, 104, 1, "dead", exact=True))]
+    # The marker named a record that had passed (death while the next marker was being flushed): the
+    # slot knows better, and that record keeps no death.
+    assert slot_pins(_slot("dead", 105), marked) == [(KEY, Mark(120, False, 105, 0, "dead", exact=True))]
+    assert slot_pins(_slot("dead", None), marked) == [(KEY, Mark(120, False, None, 0, "dead", exact=True))]
+    # A hang the group declared dead wins over what ran after it.
+    assert slot_pins(_slot("dead", 110, hung=104), marked)[0][1].running == 104
+
+
+def test_a_crash_slot_changes_nothing_once_someone_else_held_the_partition_or_when_it_cannot_tell() -> None:
+    running = _slot("dead", 104)
+    assert slot_pins(running, {KEY: Mark(120, True, None, 0, "dead")}) == []  # released cleanly
+    assert slot_pins(running, {KEY: Mark(300, False, None, 0, "next")}) == []  # another ran it since
+    assert slot_pins(running, {KEY: None}) == []  # never marked: never handed to user code
+    assert slot_pins(running, {KEY: Mark(100, False, None, 0, "dead")}) == []  # beyond the lease: garbage
+    assert slot_pins(_slot("dead", None, unknown=True), {KEY: Mark(120, False, None, 0, "dead")}) == []
+
+
+def test_an_exact_pin_makes_only_its_record_suspect_and_the_new_owner_claims_the_partition() -> None:
+    book = QuarantineBook("w2", min_lease=10)
+    book.assigned(KEY, Mark(120, False, 104, 0, "w1", exact=True))
+    assert book.suspect
+    # Records before the pinned one were not running at the death: alone (to keep offset order), no
+    # marker, but the first writes this worker's claim (not exact: its own death must not read as w1's).
+    assert book.route(KEY, 100) == (Route.ALONE, Mark(120, False, None, 0, "w2"))
+    assert book.route(KEY, 101) == (Route.ALONE, None)
+    assert book.route(KEY, 104) == (Route.ALONE, Mark(120, False, 104, 1, "w2"))
+    route, mark = book.route(KEY, 105)  # the rest of the lease runs as usual
+    assert route is Route.RUN and mark == Mark(120, False, None, 0, "w2")
+    assert not book.parts[KEY].suspect_below  # suspicion over
+    # Its second death: quarantined at once, nothing else runs alone.
+    book = QuarantineBook("w3", min_lease=10)
+    book.assigned(KEY, Mark(120, False, 104, 1, "w2", exact=True))
+    assert book.route(KEY, 104) == (Route.QUARANTINE, None)
+    book.quarantined(KEY, 104)
+    assert book.route(KEY, 105) == (Route.RUN, Mark(120, False, None, 0, "w3"))
+
+
+def test_an_exact_mark_of_an_idle_death_runs_everything_as_usual_behind_a_claim() -> None:
+    book = QuarantineBook("w2", min_lease=10)
+    book.assigned(KEY, Mark(120, False, None, 0, "w1", exact=True))
+    assert not book.suspect
+    assert book.route(KEY, 100) == (Route.RUN, None)
+    # Within the dead owner's lease, still a mark of this worker's before anything runs.
+    assert book.leases([(KEY, 101)], now=1.0) == [(KEY, Mark(120, False, None, 0, "w2"))]
+    assert book.leases([(KEY, 102)], now=1.1) == []
+
+
+def _simulate_with_slots(
+    records: int, poison: set[int], kills: set[int], slot_kept: list[bool], max_lives: int
+) -> tuple[list[int], list[int], list[int]]:
+    """As :func:`_simulate`, with one-off kills (a random SIGKILL landing while that record runs) and,
+    per death, whether the dead worker's crash slot is found by the next start (``slot_kept``; beyond
+    its end: kept). Returns the quarantined offsets, the offset running at each death, the completed."""
+    mark: Mark | None = None
+    committed = 0
+    quarantined: list[int] = []
+    done: list[int] = []
+    deaths: list[int] = []
+    killed: set[int] = set()
+    for life in range(max_lives):
+        owner = f"w{life}"
+        book = QuarantineBook(owner, min_lease=3)
+        book.assigned(KEY, mark, now=float(life * 100))
+        latest = mark
+        died = False
+        offset = committed
+        while offset < records:
+            route, write = book.route(KEY, offset)
+            if write is not None:
+                latest = write
+            if route is Route.RUN:
+                for _, lease in book.leases([(KEY, offset + 1)], now=float(life * 100 + offset)):
+                    latest = lease
+            if route is Route.QUARANTINE:
+                book.quarantined(KEY, offset)
+                quarantined.append(offset)
+            elif offset in poison or (offset in kills and offset not in killed):
+                killed.add(offset)
+                died = True
+                break
+            else:
+                done.append(offset)
+            offset += 1
+            committed = offset  # commits right after, as the worker may
+        if not died:
+            break
+        kept = slot_kept[len(deaths)] if len(deaths) < len(slot_kept) else True
+        deaths.append(offset)
+        if kept and latest is not None:  # the restart on the same host, before it joins
+            state = SlotState("g", owner, (KEY,), (KEY, offset), None)
+            for _, pin in slot_pins(state, {KEY: latest}):
+                latest = pin
+        mark = latest
+    return quarantined, deaths, done
+
+
+@given(
+    records=st.integers(min_value=1, max_value=30),
+    poison=st.sets(st.integers(min_value=0, max_value=29), max_size=4),
+    kills=st.sets(st.integers(min_value=0, max_value=29), max_size=4),
+)
+@settings(max_examples=200, deadline=None)
+def test_with_crash_slots_a_poison_record_dies_exactly_twice_and_a_one_off_kill_quarantines_nothing(
+    records: int, poison: set[int], kills: set[int]
+) -> None:
+    poison = {p for p in poison if p < records}
+    kills = {k for k in kills if k < records} - poison
+    quarantined, deaths, done = _simulate_with_slots(
+        records, poison, kills, [], max_lives=2 * len(poison) + len(kills) + 2
+    )
+    assert sorted(quarantined) == sorted(poison)
+    for offset in poison:
+        assert deaths.count(offset) == 2
+    assert sorted(deaths) == sorted([*poison, *poison, *kills])  # each kill is one death, pinned
+    assert sorted(set(done)) == sorted(set(range(records)) - poison)
+
+
+@given(
+    records=st.integers(min_value=1, max_value=30),
+    poison=st.sets(st.integers(min_value=0, max_value=29), max_size=3),
+    kills=st.sets(st.integers(min_value=0, max_value=29), max_size=3),
+    slot_kept=st.lists(st.booleans(), max_size=20),
+)
+@settings(max_examples=200, deadline=None)
+def test_without_some_crash_slots_a_poison_record_dies_three_times_at_most_and_nothing_else_is_lost(
+    records: int, poison: set[int], kills: set[int], slot_kept: list[bool]
+) -> None:
+    poison = {p for p in poison if p < records}
+    kills = {k for k in kills if k < records} - poison
+    quarantined, deaths, done = _simulate_with_slots(
+        records, poison, kills, slot_kept, max_lives=3 * len(poison) + len(kills) + 2
+    )
+    assert sorted(quarantined) == sorted(poison)
+    for offset in poison:
+        assert deaths.count(offset) <= 3
+    assert sorted(set(done)) == sorted(set(range(records)) - poison)
