@@ -86,6 +86,7 @@ from cadenza.worker.dead_letter import PipelineStoppedError
 from cadenza.worker.decode import make_registry_client
 from cadenza.worker.executor import Executor, SchedKey
 from cadenza.worker.fetcher import Fetcher, FlowControl
+from cadenza.worker.gc_tuning import GcTuning
 from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_spec
 from cadenza.worker.inflight import Pending
 from cadenza.worker.lanes import Lane, plan_lanes, topic_targets
@@ -169,6 +170,9 @@ class Worker:
     ``lanes``: how topics are split into fetch lanes, one consumer each (``auto``: by the tightest
     latency target of the pipelines reading them; ``off``: one consumer; or ascending bounds in ms,
     ``500,10000``; see :mod:`cadenza.worker.lanes`).
+    ``gc_young_threshold``: while the worker is started, the cyclic garbage collector's young-generation
+    threshold (the interpreter's default is 700) and what was alive at the start frozen out of its walks,
+    so buffered records are not walked again and again; 0 leaves the collector alone (:mod:`.gc_tuning`).
     ``config``: a :class:`~cadenza.worker.config.WorkerConfig` giving every setting it declares (the
     keyword arguments it covers must then be left out).
     """
@@ -208,6 +212,7 @@ class Worker:
         hang_timeout: float | None = None,
         lanes: str = "off",
         crash_dir: str | Path | None = None,
+        gc_young_threshold: int = 10_000,
         config: WorkerConfig | None = None,
     ) -> None:
         if config is not None:
@@ -243,6 +248,8 @@ class Worker:
             )
         if not (0.0 < span_sample_ratio <= 1.0):
             raise ConfigError(f"span_sample_ratio must be in (0, 1], got {span_sample_ratio!r}")
+        if gc_young_threshold < 0:
+            raise ConfigError(f"gc_young_threshold must be at least 0, got {gc_young_threshold!r}")
         graphs = [p.compile() if isinstance(p, Pipeline) else p for p in pipelines]
         names_ = [g.name for g in graphs]
         duplicates = sorted({n for n in names_ if names_.count(n) > 1})
@@ -259,6 +266,8 @@ class Worker:
         self.crash_dir = Path(crash_dir) if crash_dir is not None else default_crash_dir(state_dir)
         #: This process's crash slot while started (:mod:`.crash_slot`); ``None`` if none could be had.
         self._slot: CrashSlot | None = None
+        #: The collector's settings while started (:mod:`.gc_tuning`).
+        self._gc = GcTuning(gc_young_threshold)
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
         self.restore_timeout = restore_timeout
@@ -584,6 +593,7 @@ class Worker:
                 rebalance.on_assign(consumer, [])
         self._started = True
         self._checkpoint.last = time.monotonic()
+        self._gc.acquire()  # the plan and clients are built: they leave the collector's walks
         _log.info(
             "worker started in group %s with policy %s, reading %s",
             self.group,
@@ -651,6 +661,7 @@ class Worker:
                 for consumer, _ in consumers:
                     consumer.close()  # the revoke callback drops what is still queued
         finally:
+            self._gc.release()
             self._restorer.close()
             if self._guard is not None:
                 self._guard.close()
