@@ -62,7 +62,9 @@ class InFlight:
         return progress
 
     def admitted(self, progress: PartitionProgress, offset: int, pending: Pending) -> None:
-        """Record that ``offset`` was fetched; ``pending`` holds how many of its units were queued."""
+        """Record that ``offset`` was fetched; ``pending`` holds how many of its units were queued.
+
+        ``Worker.admit`` inlines this (a call per record); a change here goes there too."""
         progress.fetched = offset + 1
         if pending[1] > 0:
             progress.queue.append(pending)

@@ -48,11 +48,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import socket
 import threading
 import time
 import uuid
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -104,6 +106,8 @@ from cadenza.worker.unit import Unit
 from cadenza.worker.wire import is_progress
 
 __all__ = ["Worker", "default_group", "make_policy"]
+
+_INF = math.inf
 
 
 _log = logging.getLogger("cadenza.worker")
@@ -788,9 +792,16 @@ class Worker:
                     schedule.metrics.consumed += 1
                     stamp = message.timestamp()[1]  # stage: fetch, or the repartition hop
                     if stamp > 0:
-                        schedule.arrival.observe(now - stamp / 1000.0)
-            if progress is not None:
-                inflight.admitted(progress, offset, pending)
+                        # LatencyHistogram.observe, inlined: once per record
+                        waited = now - stamp / 1000.0
+                        if 0.0 <= waited < _INF:
+                            histogram = schedule.arrival
+                            histogram.counts[bisect_left(histogram.bounds, waited)] += 1
+                            histogram.sum += waited
+            if progress is not None:  # InFlight.admitted, inlined: once per record
+                progress.fetched = offset + 1
+                if pending[1] > 0:
+                    progress.queue.append(pending)
             units += pending[1] - holds
         words[0] = IDLE
         counters = self.counters
