@@ -90,7 +90,7 @@ from cadenza.worker.executor import Executor, SchedKey
 from cadenza.worker.fetcher import Fetcher, FlowControl
 from cadenza.worker.gc_tuning import GcTuning
 from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_spec
-from cadenza.worker.inflight import Pending
+from cadenza.worker.inflight import PartitionProgress, Pending
 from cadenza.worker.lanes import Lane, plan_lanes, topic_targets
 from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.output import Output
@@ -755,6 +755,13 @@ class Worker:
         holds = 0
         last_key: tuple[str, int] | None = None
         progress = None
+        topic_stages: tuple[tuple[Decode, TaskSchedule], ...] = ()
+        run: Pending | None = None
+        #: Per partition of this batch (its records may come interleaved), what the loop needs.
+        partitions: dict[
+            tuple[str, int],
+            tuple[PartitionProgress, int, tuple[tuple[Decode, TaskSchedule], ...], Pending | None],
+        ] = {}
         units = 0
         # Decoding and context stamping run user code too (codecs, policies): the crash slot says
         # "running, unknown" meanwhile (once per batch, not per record), so a death here pins nothing
@@ -772,12 +779,26 @@ class Worker:
                 continue
             if last_key is None or last_key[0] != topic or last_key[1] != partition:
                 last_key = (topic, partition)
-                progress = inflight.progress(topic, partition)
-                holds = held.get(topic, 0) if held else 0
+                known = partitions.get(last_key)
+                if known is None:
+                    progress = inflight.progress(topic, partition)
+                    holds = held.get(topic, 0) if held else 0
+                    topic_stages = stages.get(topic, ())
+                    # One sub-topology reads the topic and none is stopped: each record is one unit,
+                    # and the units of one operator-partition run in offset order, so the partition's
+                    # records in this batch share one pending entry (see cadenza.worker.inflight).
+                    run = None
+                    if holds == 0 and len(topic_stages) == 1:
+                        run = [offset, 0]
+                        progress.queue.append(run)  # if no record gets a unit, it is done at once
+                    partitions[last_key] = (progress, holds, topic_stages, run)
+                else:
+                    progress, holds, topic_stages, run = known
             # A stopped pipeline's share of the record never runs, so the record never completes:
             # it stays uncommitted for the restart that resumes the pipeline.
-            pending: Pending = [offset, holds]
-            for decode, schedule in stages.get(topic, ()):
+            pending: Pending = [offset, holds] if run is None else run
+            before = pending[1]
+            for decode, schedule in topic_stages:
                 unit = decode(message, topic, partition, offset)
                 if unit is None:
                     continue  # dead-lettered: done as far as the commit is concerned
@@ -800,9 +821,12 @@ class Worker:
                             histogram.sum += waited
             if progress is not None:  # InFlight.admitted, inlined: once per record
                 progress.fetched = offset + 1
-                if pending[1] > 0:
-                    progress.queue.append(pending)
-            units += pending[1] - holds
+                if run is None:
+                    if pending[1] > 0:
+                        progress.queue.append(pending)
+                elif pending[1] > before:  # dead-lettered records are done: not in the run
+                    run.append(offset)
+            units += pending[1] - before
         words[0] = IDLE
         counters = self.counters
         counters.consumed += len(messages)
