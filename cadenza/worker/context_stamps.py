@@ -271,7 +271,10 @@ class TaskSchedule:
         """
         headers = message.headers()
         if headers is None and self.from_source and self._shares:
-            arrival = _arrival(message, now)
+            kind, millis = message.timestamp()  # _arrival, inlined: once per record
+            arrival = millis / 1000.0
+            if kind == TIMESTAMP_NOT_AVAILABLE or not 0.0 < arrival < now:
+                arrival = now
             partition = unit.partition
             release = self.release
             close = None if release is None else release(partition, unit.event_time)

@@ -7,9 +7,20 @@ sub-topology, queued in different operator-partitions). Kafka only stores one of
 that still have units queued or running; the committable offset is the first of them, or the next
 offset after the last fetched record when none is left.
 
-The per-record cost is one small list per record that has units (``[offset, units left]``), made at
-admission, and one decrement when each unit has run; the queue is trimmed only when offsets are
-collected for a commit.
+An entry is a list whose second item counts the units not yet run (the executor decrements it):
+
+- one record, ``[offset, units left]``: the general case (several sub-topologies read the topic, so
+  its units run in any order; or a stopped pipeline holds the record back);
+- a run, ``[first offset, units left, offset, offset, ...]``: the records of one partition admitted
+  in one batch when exactly one sub-topology reads the topic and none is stopped. Each such record is
+  one unit, all of them in one operator-partition, whose records run in offset order (the
+  scheduler's level 2), so with ``n`` offsets and ``left`` units left the first unfinished record is
+  the ``n - left``-th: the committable offset is exactly the one per-record entries would give.
+  Records dead-lettered at decode have no unit and are not in the run (done, as with their own entry).
+
+So the per-record cost is an append of the offset to the run (no object per record for the garbage
+collector to track) and one decrement when the unit has run; the queue is trimmed only when offsets
+are collected for a commit.
 """
 
 from __future__ import annotations
@@ -20,7 +31,8 @@ from collections.abc import Iterable
 __all__ = ["InFlight", "PartitionProgress", "Pending"]
 
 Pending = list[int]
-"""``[offset, units not yet run]`` for one consumed record; the executor decrements the second item."""
+"""``[offset, units not yet run]`` for one consumed record, or ``[first offset, units not yet run,
+offset, ...]`` for a run of them; the executor decrements the second item."""
 
 
 class PartitionProgress:
@@ -40,10 +52,15 @@ class PartitionProgress:
         queue = self.queue
         while queue and queue[0][1] <= 0:
             queue.popleft()
-        return queue[0][0] if queue else self.fetched
+        if not queue:
+            return self.fetched
+        head = queue[0]
+        # A run's records finish in offset order: the first unfinished is ``left`` from its end.
+        return head[len(head) - head[1]] if len(head) > 2 else head[0]
 
     def __len__(self) -> int:
-        return len(self.queue)
+        """Records with units left."""
+        return sum((entry[1] if len(entry) > 2 else 1) for entry in self.queue if entry[1] > 0)
 
 
 class InFlight:
@@ -62,7 +79,9 @@ class InFlight:
         return progress
 
     def admitted(self, progress: PartitionProgress, offset: int, pending: Pending) -> None:
-        """Record that ``offset`` was fetched; ``pending`` holds how many of its units were queued."""
+        """Record that ``offset`` was fetched; ``pending`` holds how many of its units were queued.
+
+        ``Worker.admit`` inlines this (a call per record); a change here goes there too."""
         progress.fetched = offset + 1
         if pending[1] > 0:
             progress.queue.append(pending)

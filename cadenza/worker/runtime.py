@@ -48,11 +48,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import socket
 import threading
 import time
 import uuid
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -86,8 +88,9 @@ from cadenza.worker.dead_letter import PipelineStoppedError
 from cadenza.worker.decode import make_registry_client
 from cadenza.worker.executor import Executor, SchedKey
 from cadenza.worker.fetcher import Fetcher, FlowControl
+from cadenza.worker.gc_tuning import GcTuning
 from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_spec
-from cadenza.worker.inflight import Pending
+from cadenza.worker.inflight import PartitionProgress, Pending
 from cadenza.worker.lanes import Lane, plan_lanes, topic_targets
 from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.output import Output
@@ -103,6 +106,8 @@ from cadenza.worker.unit import Unit
 from cadenza.worker.wire import is_progress
 
 __all__ = ["Worker", "default_group", "make_policy"]
+
+_INF = math.inf
 
 
 _log = logging.getLogger("cadenza.worker")
@@ -169,6 +174,9 @@ class Worker:
     ``lanes``: how topics are split into fetch lanes, one consumer each (``auto``: by the tightest
     latency target of the pipelines reading them; ``off``: one consumer; or ascending bounds in ms,
     ``500,10000``; see :mod:`cadenza.worker.lanes`).
+    ``gc_young_threshold``: while the worker is started, the cyclic garbage collector's young-generation
+    threshold (the interpreter's default is 700) and what was alive at the start frozen out of its walks,
+    so buffered records are not walked again and again; 0 leaves the collector alone (:mod:`.gc_tuning`).
     ``config``: a :class:`~cadenza.worker.config.WorkerConfig` giving every setting it declares (the
     keyword arguments it covers must then be left out).
     """
@@ -208,6 +216,7 @@ class Worker:
         hang_timeout: float | None = None,
         lanes: str = "off",
         crash_dir: str | Path | None = None,
+        gc_young_threshold: int = 10_000,
         config: WorkerConfig | None = None,
     ) -> None:
         if config is not None:
@@ -243,6 +252,8 @@ class Worker:
             )
         if not (0.0 < span_sample_ratio <= 1.0):
             raise ConfigError(f"span_sample_ratio must be in (0, 1], got {span_sample_ratio!r}")
+        if gc_young_threshold < 0:
+            raise ConfigError(f"gc_young_threshold must be at least 0, got {gc_young_threshold!r}")
         graphs = [p.compile() if isinstance(p, Pipeline) else p for p in pipelines]
         names_ = [g.name for g in graphs]
         duplicates = sorted({n for n in names_ if names_.count(n) > 1})
@@ -259,6 +270,8 @@ class Worker:
         self.crash_dir = Path(crash_dir) if crash_dir is not None else default_crash_dir(state_dir)
         #: This process's crash slot while started (:mod:`.crash_slot`); ``None`` if none could be had.
         self._slot: CrashSlot | None = None
+        #: The collector's settings while started (:mod:`.gc_tuning`).
+        self._gc = GcTuning(gc_young_threshold)
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
         self.restore_timeout = restore_timeout
@@ -584,6 +597,7 @@ class Worker:
                 rebalance.on_assign(consumer, [])
         self._started = True
         self._checkpoint.last = time.monotonic()
+        self._gc.acquire()  # the plan and clients are built: they leave the collector's walks
         _log.info(
             "worker started in group %s with policy %s, reading %s",
             self.group,
@@ -651,6 +665,7 @@ class Worker:
                 for consumer, _ in consumers:
                     consumer.close()  # the revoke callback drops what is still queued
         finally:
+            self._gc.release()
             self._restorer.close()
             if self._guard is not None:
                 self._guard.close()
@@ -740,6 +755,13 @@ class Worker:
         holds = 0
         last_key: tuple[str, int] | None = None
         progress = None
+        topic_stages: tuple[tuple[Decode, TaskSchedule], ...] = ()
+        run: Pending | None = None
+        #: Per partition of this batch (its records may come interleaved), what the loop needs.
+        partitions: dict[
+            tuple[str, int],
+            tuple[PartitionProgress, int, tuple[tuple[Decode, TaskSchedule], ...], Pending | None],
+        ] = {}
         units = 0
         # Decoding and context stamping run user code too (codecs, policies): the crash slot says
         # "running, unknown" meanwhile (once per batch, not per record), so a death here pins nothing
@@ -757,12 +779,26 @@ class Worker:
                 continue
             if last_key is None or last_key[0] != topic or last_key[1] != partition:
                 last_key = (topic, partition)
-                progress = inflight.progress(topic, partition)
-                holds = held.get(topic, 0) if held else 0
+                known = partitions.get(last_key)
+                if known is None:
+                    progress = inflight.progress(topic, partition)
+                    holds = held.get(topic, 0) if held else 0
+                    topic_stages = stages.get(topic, ())
+                    # One sub-topology reads the topic and none is stopped: each record is one unit,
+                    # and the units of one operator-partition run in offset order, so the partition's
+                    # records in this batch share one pending entry (see cadenza.worker.inflight).
+                    run = None
+                    if holds == 0 and len(topic_stages) == 1:
+                        run = [offset, 0]
+                        progress.queue.append(run)  # if no record gets a unit, it is done at once
+                    partitions[last_key] = (progress, holds, topic_stages, run)
+                else:
+                    progress, holds, topic_stages, run = known
             # A stopped pipeline's share of the record never runs, so the record never completes:
             # it stays uncommitted for the restart that resumes the pipeline.
-            pending: Pending = [offset, holds]
-            for decode, schedule in stages.get(topic, ()):
+            pending: Pending = [offset, holds] if run is None else run
+            before = pending[1]
+            for decode, schedule in topic_stages:
                 unit = decode(message, topic, partition, offset)
                 if unit is None:
                     continue  # dead-lettered: done as far as the commit is concerned
@@ -777,10 +813,20 @@ class Worker:
                     schedule.metrics.consumed += 1
                     stamp = message.timestamp()[1]  # stage: fetch, or the repartition hop
                     if stamp > 0:
-                        schedule.arrival.observe(now - stamp / 1000.0)
-            if progress is not None:
-                inflight.admitted(progress, offset, pending)
-            units += pending[1] - holds
+                        # LatencyHistogram.observe, inlined: once per record
+                        waited = now - stamp / 1000.0
+                        if 0.0 <= waited < _INF:
+                            histogram = schedule.arrival
+                            histogram.counts[bisect_left(histogram.bounds, waited)] += 1
+                            histogram.sum += waited
+            if progress is not None:  # InFlight.admitted, inlined: once per record
+                progress.fetched = offset + 1
+                if run is None:
+                    if pending[1] > 0:
+                        progress.queue.append(pending)
+                elif pending[1] > before:  # dead-lettered records are done: not in the run
+                    run.append(offset)
+            units += pending[1] - before
         words[0] = IDLE
         counters = self.counters
         counters.consumed += len(messages)

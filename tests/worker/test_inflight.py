@@ -54,3 +54,45 @@ def test_forgotten_partitions_are_gone() -> None:
     inflight.forget([("t", 0)])
     assert set(inflight.partitions) == {("u", 0)}
     assert inflight.unfinished() == 1
+
+
+def test_a_run_commits_up_to_its_first_unfinished_record_exactly_as_entries_per_record_would() -> None:
+    """Offsets 3, 5, 6, 9 (gaps: compaction, transaction markers) and 7 dead-lettered at decode."""
+    runs, single = InFlight(), InFlight()
+    run: Pending = [3, 0]
+    progress = runs.progress("t", 0)
+    progress.queue.append(run)
+    entries = []
+    for offset in (3, 5, 6, 9):
+        run.append(offset)
+        run[1] += 1
+        progress.fetched = offset + 1
+        entries.append(admit(single, "t", 0, offset, 1))
+    assert len(runs.partitions[("t", 0)]) == runs.unfinished() == single.unfinished() == 4
+    for finished in range(4):  # the units of one operator-partition finish in offset order
+        assert runs.advanced() == single.advanced()
+        run[1] -= 1
+        entries[finished][1] -= 1
+    assert runs.advanced() == single.advanced() == {("t", 0): 10}
+    assert runs.unfinished() == 0
+
+
+def test_runs_and_records_of_one_partition_advance_in_offset_order() -> None:
+    inflight = InFlight()
+    progress = inflight.progress("t", 0)
+    first: Pending = [0, 2, 0, 1]
+    progress.queue.append(first)
+    alone = admit(inflight, "t", 0, 2, 1)  # run alone by the quarantine guard, after the run
+    second: Pending = [3, 2, 3, 4]
+    progress.queue.append(second)
+    progress.fetched = 5
+    alone[1] -= 1
+    second[1] -= 1
+    assert inflight.advanced() == {("t", 0): 0}
+    first[1] -= 1
+    assert inflight.advanced() == {("t", 0): 1}
+    assert inflight.unfinished() == 2
+    first[1] -= 1
+    assert inflight.advanced() == {("t", 0): 4}  # offset 3 ran; 4 has its unit left
+    second[1] -= 1
+    assert inflight.advanced() == {("t", 0): 5}
