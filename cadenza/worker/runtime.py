@@ -90,6 +90,7 @@ from cadenza.worker.executor import Executor, SchedKey
 from cadenza.worker.fetcher import Fetcher, FlowControl
 from cadenza.worker.gc_tuning import GcTuning
 from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_spec
+from cadenza.worker.idle_clock import IdleClock
 from cadenza.worker.inflight import PartitionProgress, Pending
 from cadenza.worker.lanes import Lane, plan_lanes, topic_targets
 from cadenza.worker.operators.routing import KeyByOp, progress_due
@@ -300,6 +301,8 @@ class Worker:
         )
         #: What process steps' wall-clock timers are measured on: the injected clock, else epoch time.
         self._wall_clock = clock.now if clock is not None else time.time
+        #: What window and join steps measure their inputs' idle timeouts on.
+        self.idle_clock = IdleClock()
         self._processors = False
         self.exporter = exporter if exporter is not None else PrometheusExporter()
         self.spans_topic = spans_topic
@@ -478,6 +481,7 @@ class Worker:
             idle_timeout=self.watermark_idle_timeout,
             store_factory=self._store_factory,
             registry_client=make_registry_client(self.settings),
+            clock=self.idle_clock.now,
             wall_clock=self._wall_clock,
         )
         self._processors = any(task.processors for task in plan.tasks)
@@ -718,7 +722,10 @@ class Worker:
         if messages:
             guard = self._guard
             if guard is not None and guard.suspect:
-                guard.admit(self, messages)  # records a dead worker may have been running go one by one
+                # Records a dead worker may have been running go one by one; the worker reads nothing
+                # else meanwhile, so that time is no input's silence (see idle_clock.py).
+                with self.idle_clock.stalled():
+                    guard.admit(self, messages)
             else:
                 self.admit(messages)
             if guard is not None:  # the quarantine lease covers them before they run
