@@ -28,10 +28,10 @@ group. Each :meth:`Worker.step`:
    to the spans topic;
 4. **produce**: operators produce asynchronously as they run;
 5. **commit** (:mod:`cadenza.worker.checkpoint`), every ``commit_interval`` seconds or when the
-   buffer is empty: the committable offset of each partition is taken first (below it every
-   record's units ran, despite the reordering), then the producer is flushed, window changelogs are
-   written and flushed, and the offsets are committed, each partition's through the lane consumer
-   that owns it.
+   buffer is empty, without waiting: a checkpoint takes the committable offset of each partition
+   (below it every record's units ran, despite the reordering) and the window changelog writes, and
+   seals the output's epoch; later steps write the changelog once those outputs are acknowledged and
+   commit the offsets once the changelog is, each partition's through the lane consumer that owns it.
 
 So a committed offset always has every output and every state write of the records below it
 acknowledged: at-least-once, with dead-lettered records committed too (their dead letter was
@@ -55,7 +55,7 @@ import threading
 import time
 import uuid
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -744,8 +744,11 @@ class Worker:
         now = time.monotonic()
         if self._keyed and progress_due(self._keyed, now - self._last_progress, self.progress_interval):
             self._broadcast_progress(now)
-        if self._checkpoint.due(now, worked=bool(ran or messages), buffered=len(scheduler)):
-            self.commit()
+        checkpoint = self._checkpoint
+        if checkpoint.due(now, worked=bool(ran or messages), buffered=len(scheduler)):
+            checkpoint.take()
+        if checkpoint.open:
+            checkpoint.advance(self._committing())
         self.counters.batches += 1
         if self.trace is not None:
             self.trace.recorder.poll(time.time())
@@ -936,19 +939,20 @@ class Worker:
             self.counters.progress_records += keyed.broadcast_progress()
 
     def commit(self) -> None:
-        """Produce and commit: outputs acknowledged, then state changelogged, then offsets committed.
-
-        Offsets are collected first: records that finish while the producer flushes are committed
-        next time, since their outputs may have been produced after the flush began.
-        """
+        """Commit everything that finished, waiting until it is durable: outputs acknowledged, then
+        state changelogged, then offsets committed (a revocation, a stop; the run loop's own
+        checkpoints do not wait, see :mod:`cadenza.worker.checkpoint`)."""
         if self._output is None:
             raise CadenzaError("the worker is not started")
+        self._checkpoint.commit(self._committing())
+
+    def _committing(self) -> list[tuple[Consumer, Collection[str] | None]]:
+        """The consumers that commit, each with the topics whose offsets it owns (``None``: all)."""
         consumers = self._consumers
         if len(consumers) == 1:
-            self._checkpoint.commit([(consumers[0][0], None)])
-        else:  # each partition's offset through the consumer that owns it (none once closed)
-            lanes = zip(consumers, self.lanes, strict=False)
-            self._checkpoint.commit([(consumer, lane.topics) for (consumer, _), lane in lanes])
+            return [(consumers[0][0], None)]
+        # each partition's offset through the consumer that owns it (none once closed)
+        return [(consumer, lane.topics) for (consumer, _), lane in zip(consumers, self.lanes, strict=False)]
 
     # -- rebalancing ----------------------------------------------------------------------------------
 
@@ -991,7 +995,15 @@ class Worker:
         """Drop what the worker holds of partitions that went; returns the queued records dropped.
 
         Their queued records are run again by the next owner, from the last committed offset."""
-        self._checkpoint.forget(partitions)
+        self._checkpoint.forget(
+            partitions,
+            [
+                (window, tp.partition)
+                for tp in partitions
+                for task in self._tasks_of(tp.topic)
+                for window in task.windows
+            ],
+        )
         self._flow.forget({(tp.topic, tp.partition) for tp in partitions})
         dropped = 0
         for schedule in self._schedules:

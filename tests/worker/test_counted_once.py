@@ -14,7 +14,7 @@ from cadenza.operators import Late, Window
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.routing import KeyByOp, SinkOp
-from cadenza.worker.output import Output, RecordTooLargeError
+from cadenza.worker.output import Epoch, Output, RecordTooLargeError
 from cadenza.worker.unit import Unit
 
 
@@ -98,7 +98,9 @@ class _Producer:
         self.out = out
         self.limit = limit
 
-    def produce(self, topic: str, value: bytes, key: bytes | None, partition: int, headers: Any) -> None:
+    def produce(
+        self, topic: str, value: bytes, key: bytes | None, partition: int, *, headers: Any, on_delivery: Any
+    ) -> None:
         if len(value) > self.limit:
             raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
         self.out.topics.append(topic)
@@ -113,6 +115,8 @@ class _WritingOutput(_Output):
         super().__init__()
         self.limit = limit
         self.producer = _Producer(self, limit)
+        self.epoch = Epoch(cast(Output, self))
+        self.deliver = self.epoch.delivered
 
     def produce(self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None) -> None:
         if len(value or b"") > self.limit:

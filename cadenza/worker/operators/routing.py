@@ -268,8 +268,10 @@ class SinkOp(_Writer):
         except BaseException as exc:
             self.dead.function_failed(unit, self.node_id, exc)
             return
+        output = self.output
         try:
-            self._produce(self.topic, value_bytes, key_bytes, -1, headers=headers)
+            self._produce(self.topic, value_bytes, key_bytes, -1, headers=headers, on_delivery=output.deliver)
+            output.epoch.unacked += 1
         except BufferError:
             try:
                 self.output.produce(self.topic, value_bytes, key_bytes, headers)
