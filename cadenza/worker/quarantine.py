@@ -10,9 +10,15 @@ It is kept in Kafka (a worker may come back on another host), in the compacted c
 ``cadenza-quarantine``, as one *mark* per group and input partition (a :class:`Mark`):
 
 - **A lease, off the per-record path.** ``high`` promises that no record at or above it was handed
-  to user code. A worker extends it (produce and flush) before it runs records beyond it, checked
-  once per fetched batch, by ``min_lease`` records (100) or about a second of the partition's fetch
-  rate, whichever is more: a flush about once a second per busy partition, none while idle.
+  to user code. A worker extends it before it runs records beyond it, checked once per fetched
+  batch, by ``min_lease`` records (100) or about a second of the partition's fetch rate, whichever
+  is more. It renews the lease early, once half of it is fetched, without waiting for the broker
+  (:meth:`QuarantineBook.renew`): the renewal is acknowledged long before the records reach the old
+  ``high``, so the worker waits (produce and flush) only when records outrun an unacknowledged
+  renewal, or for a partition's first lease. Waiting for every extension held the whole worker for
+  a broker round trip (about 100 ms on the embedded broker) about once a second per busy partition.
+  The lease the book counts on is always an acknowledged one, and every mark carries the highest
+  ``high`` written, so the log's last mark never promises less than a record that ran.
 - **A clean release clears it.** A revoke or stop that committed what finished writes
   ``clean=True``. A mark that is not clean when the partition is assigned again means the previous
   owner died with records in ``[committed offset, high)`` possibly handed to user code.
@@ -65,7 +71,7 @@ from enum import Enum
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING
 
-from confluent_kafka import Message, TopicPartition
+from confluent_kafka import KafkaError, Message, TopicPartition
 
 from cadenza.infra.kafka.clients import DeliveryReport, flush_or_raise, make_consumer, make_producer
 from cadenza.infra.kafka.errors import KafkaClientError
@@ -193,6 +199,10 @@ class _Partition:
     #: This worker must write a mark of its own before any record of the partition runs (it took over
     #: an exact mark, which names the dead owner: a death of this worker must not be read as that one's).
     claim_due: bool = False
+    #: The ``high`` of a renewal written and not yet acknowledged (not above ``lease``: none).
+    renewal: int = 0
+    #: The fetch position past which the lease is renewed early (half of it fetched).
+    renew_at: int = 0
 
 
 @dataclass
@@ -210,7 +220,8 @@ class QuarantineBook:
     frozen: bool = False
 
     def _mark(self, part: _Partition, **changes: object) -> Mark:
-        mark = Mark(part.lease, False, part.hung, 0, self.owner)
+        # The highest high written: a mark written after an unacknowledged renewal must not promise less.
+        mark = Mark(max(part.lease, part.renewal), False, part.hung, 0, self.owner)
         return replace(mark, **changes)  # type: ignore[arg-type]
 
     @property
@@ -295,19 +306,55 @@ class QuarantineBook:
                 continue
             part.claim_due = False
             if position > part.lease:
-                elapsed = max(now - part.base_time, 1e-3)
-                span = max(self.min_lease, math.ceil((position - part.base) / elapsed * LEASE_SECONDS))
-                part.base, part.base_time = position, now
-                part.lease = position + span
+                part.lease = self._extended(part, position, now)
             due.append((key, self._mark(part)))
         return due
+
+    def renew(self, fetched: Iterable[tuple[Key, int]], now: float = 0.0) -> list[tuple[Key, Mark, int]]:
+        """Early renewals, to write without waiting: ``(key, mark, high)`` for each normal partition
+        fetched past half of its lease with no renewal in flight. The book counts on ``high`` only
+        once :meth:`acknowledged` says so; until then :meth:`leases` still asks to wait past the old one."""
+        if self.frozen:
+            return []
+        due: list[tuple[Key, Mark, int]] = []
+        parts = self.parts
+        for key, position in fetched:
+            part = parts.get(key)
+            if (
+                part is None
+                or part.suspect_below
+                or part.claim_due
+                or not part.lease
+                or position <= part.renew_at
+                or part.renewal > part.lease
+            ):
+                continue
+            part.renewal = high = self._extended(part, position, now)
+            due.append((key, self._mark(part), high))
+        return due
+
+    def acknowledged(self, key: Key, high: int, part: object) -> None:
+        """A renewal of ``high`` for ``key`` is durable (``part``: the :class:`_Partition` it was
+        written for; a partition released and assigned again since is another one)."""
+        current = self.parts.get(key)
+        if current is part and current is not None and high > current.lease:
+            current.lease = high
+
+    def _extended(self, part: _Partition, position: int, now: float) -> int:
+        """A new lease from ``position``: ``min_lease`` records or about ``LEASE_SECONDS`` of the
+        partition's fetch rate since the last extension, whichever is more."""
+        elapsed = max(now - part.base_time, 1e-3)
+        span = max(self.min_lease, math.ceil((position - part.base) / elapsed * LEASE_SECONDS))
+        part.base, part.base_time = position, now
+        part.renew_at = position + span // 2
+        return position + span
 
     def released(self, key: Key) -> Mark | None:
         """A clean release (revoke or stop after a commit): the mark says so, unless frozen."""
         part = self.parts.pop(key, None)
         if part is None or self.frozen:
             return None
-        return Mark(part.lease, True, None, 0, self.owner)
+        return Mark(max(part.lease, part.renewal), True, None, 0, self.owner)
 
     def forget(self, key: Key) -> None:
         """The partition was lost: nothing is written (its next owner must see the death)."""
@@ -435,6 +482,8 @@ class QuarantineGuard:
         self.failure: HungRecordError | None = None
         self._lock = threading.Lock()
         self._producer, self._producer_errors = make_producer(settings)
+        #: Acknowledged early renewals ``(key, high, partition)``, applied at the next extend.
+        self._acks: list[tuple[Key, int, object]] = []
         self._marks: dict[str, Mark | None] = {}
         self._position = 0
         #: (partition, offset, start) of the record running alone, for the watchdog.
@@ -586,10 +635,33 @@ class QuarantineGuard:
                 self.book.forget((tp.topic, tp.partition))
 
     def extend(self, fetched: Iterable[tuple[Key, int]]) -> None:
-        """Before queued records run: extend the leases they would pass (once per batch at most)."""
+        """Before queued records run: extend the leases they would pass, waiting; renew early those
+        half used, without waiting (see the module's docstring). Once per batch at most."""
+        positions = list(fetched)
+        self._producer.poll(0)  # serves the renewals' acknowledgements
         with self._lock:
-            marks = self.book.leases(fetched, time.monotonic())
+            book = self.book
+            acks, self._acks = self._acks, []
+            for key, high, part in acks:
+                book.acknowledged(key, high, part)
+            now = time.monotonic()
+            marks = book.leases(positions, now)
+            renewals = [(key, mark, high, book.parts[key]) for key, mark, high in book.renew(positions, now)]
         self._write(marks)
+        for key, mark, high, part in renewals:
+            self._producer.produce(
+                self.topic, mark.encode(), self._key(key), on_delivery=self._renewed(key, high, part)
+            )
+
+    def _renewed(self, key: Key, high: int, part: object) -> Callable[[KafkaError | None, Message], None]:
+        # Runs on whichever thread serves the producer (maybe the watchdog's, holding the lock): it
+        # only queues the acknowledgement, which the next extend applies. A failed renewal is not
+        # applied, so records reaching the old lease wait for a flushed one, which raises.
+        def delivered(error: KafkaError | None, _: Message) -> None:
+            if error is None:
+                self._acks.append((key, high, part))
+
+        return delivered
 
     def admit(self, worker: Worker, messages: list[Message]) -> None:
         """Admit a batch while some partition is suspect: its records in range run alone, in order."""

@@ -168,7 +168,9 @@ def _simulate(records: int, poison: set[int], max_lives: int) -> tuple[list[int]
     poison record (records after the range run normally; a death there is unpinned), with no crash
     slot ever found (see :func:`_simulate_with_slots`). Returns the quarantined offsets, the deaths and
     the offsets that ran to completion, in order."""
-    quarantined, deaths, done = _simulate_with_slots(records, poison, set(), [False] * max_lives, max_lives)
+    quarantined, deaths, done = _simulate_with_slots(
+        records, poison, set(), [False] * max_lives, max_lives=max_lives
+    )
     return quarantined, len(deaths), done
 
 
@@ -289,11 +291,20 @@ def test_an_exact_mark_of_an_idle_death_runs_everything_as_usual_behind_a_claim(
 
 
 def _simulate_with_slots(
-    records: int, poison: set[int], kills: set[int], slot_kept: list[bool], max_lives: int
+    records: int,
+    poison: set[int],
+    kills: set[int],
+    slot_kept: list[bool],
+    *,
+    max_lives: int,
+    ack_delay: int = 0,
 ) -> tuple[list[int], list[int], list[int]]:
     """As :func:`_simulate`, with one-off kills (a random SIGKILL landing while that record runs) and,
     per death, whether the dead worker's crash slot is found by the next start (``slot_kept``; beyond
-    its end: kept). Returns the quarantined offsets, the offset running at each death, the completed."""
+    its end: kept). Early lease renewals are acknowledged ``ack_delay`` records after they are written
+    and lost if the worker dies first (with every mark written after them: the log keeps a prefix).
+    Asserts that a record runs in the normal path only below the high of the last durable mark.
+    Returns the quarantined offsets, the offset running at each death, the completed."""
     mark: Mark | None = None
     committed = 0
     quarantined: list[int] = []
@@ -304,16 +315,31 @@ def _simulate_with_slots(
         owner = f"w{life}"
         book = QuarantineBook(owner, min_lease=3)
         book.assigned(KEY, mark, now=float(life * 100))
-        latest = mark
+        log: list[Mark] = []  # this owner's marks in the order written; the first ``durable`` are
+        durable = 0
+        renewals: list[tuple[int, int, int]] = []  # (acknowledged at offset, log index, high)
         died = False
         offset = committed
+
         while offset < records:
+            for due, index, high in [r for r in renewals if r[0] <= offset]:
+                renewals.remove((due, index, high))
+                durable = max(durable, index + 1)
+                book.acknowledged(KEY, high, book.parts.get(KEY))
             route, write = book.route(KEY, offset)
             if write is not None:
-                latest = write
+                log.append(write)
+                durable = len(log)  # written and flushed before the record runs
             if route is Route.RUN:
-                for _, lease in book.leases([(KEY, offset + 1)], now=float(life * 100 + offset)):
-                    latest = lease
+                now = float(life * 100 + offset)
+                for _, lease in book.leases([(KEY, offset + 1)], now=now):
+                    log.append(lease)
+                    durable = len(log)
+                for _, renewal, high in book.renew([(KEY, offset + 1)], now=now):
+                    log.append(renewal)
+                    renewals.append((offset + ack_delay, len(log) - 1, high))
+                durable_mark = log[durable - 1] if durable else mark
+                assert durable_mark is not None and offset < durable_mark.high, "ran past the durable lease"
             if route is Route.QUARANTINE:
                 book.quarantined(KEY, offset)
                 quarantined.append(offset)
@@ -329,11 +355,12 @@ def _simulate_with_slots(
             break
         kept = slot_kept[len(deaths)] if len(deaths) < len(slot_kept) else True
         deaths.append(offset)
-        if kept and latest is not None:  # the restart on the same host, before it joins
+        last = log[durable - 1] if durable else mark
+        if kept and last is not None:  # the restart on the same host, before it joins
             state = SlotState("g", owner, (KEY,), (KEY, offset), None)
-            for _, pin in slot_pins(state, {KEY: latest}):
-                latest = pin
-        mark = latest
+            for _, pin in slot_pins(state, {KEY: last}):
+                last = pin
+        mark = last
     return quarantined, deaths, done
 
 
@@ -341,15 +368,16 @@ def _simulate_with_slots(
     records=st.integers(min_value=1, max_value=30),
     poison=st.sets(st.integers(min_value=0, max_value=29), max_size=4),
     kills=st.sets(st.integers(min_value=0, max_value=29), max_size=4),
+    ack_delay=st.integers(min_value=0, max_value=4),
 )
 @settings(max_examples=200, deadline=None)
 def test_with_crash_slots_a_poison_record_dies_exactly_twice_and_a_one_off_kill_quarantines_nothing(
-    records: int, poison: set[int], kills: set[int]
+    records: int, poison: set[int], kills: set[int], ack_delay: int
 ) -> None:
     poison = {p for p in poison if p < records}
     kills = {k for k in kills if k < records} - poison
     quarantined, deaths, done = _simulate_with_slots(
-        records, poison, kills, [], max_lives=2 * len(poison) + len(kills) + 2
+        records, poison, kills, [], max_lives=2 * len(poison) + len(kills) + 2, ack_delay=ack_delay
     )
     assert sorted(quarantined) == sorted(poison)
     for offset in poison:
@@ -363,17 +391,43 @@ def test_with_crash_slots_a_poison_record_dies_exactly_twice_and_a_one_off_kill_
     poison=st.sets(st.integers(min_value=0, max_value=29), max_size=3),
     kills=st.sets(st.integers(min_value=0, max_value=29), max_size=3),
     slot_kept=st.lists(st.booleans(), max_size=20),
+    ack_delay=st.integers(min_value=0, max_value=4),
 )
 @settings(max_examples=200, deadline=None)
 def test_without_some_crash_slots_a_poison_record_dies_three_times_at_most_and_nothing_else_is_lost(
-    records: int, poison: set[int], kills: set[int], slot_kept: list[bool]
+    records: int, poison: set[int], kills: set[int], slot_kept: list[bool], ack_delay: int
 ) -> None:
     poison = {p for p in poison if p < records}
     kills = {k for k in kills if k < records} - poison
     quarantined, deaths, done = _simulate_with_slots(
-        records, poison, kills, slot_kept, max_lives=3 * len(poison) + len(kills) + 2
+        records, poison, kills, slot_kept, max_lives=3 * len(poison) + len(kills) + 2, ack_delay=ack_delay
     )
     assert sorted(quarantined) == sorted(poison)
     for offset in poison:
         assert deaths.count(offset) <= 3
     assert sorted(set(done)) == sorted(set(range(records)) - poison)
+
+
+def test_a_lease_is_renewed_early_without_waiting_and_counted_on_only_once_acknowledged() -> None:
+    book = QuarantineBook("w", min_lease=10)
+    part = book.assigned(KEY, None)
+    # Records trickle in (one a second or so): every lease is the minimum, 10 records.
+    [(_, first)] = book.leases([(KEY, 2)], now=10.0)
+    assert first.high == 12  # the first lease: written and waited for
+    assert book.renew([(KEY, 7)], now=20.0) == []  # not half used yet
+    [(_, renewal, high)] = book.renew([(KEY, 8)], now=30.0)
+    assert high == renewal.high == 18
+    assert book.renew([(KEY, 9)], now=40.0) == []  # one renewal in flight at a time
+    assert book.leases([(KEY, 12)], now=50.0) == []  # the acknowledged lease still covers 12
+    # Fetched past the acknowledged lease before the renewal is acknowledged: wait for a mark, which
+    # promises no less than the renewal already written.
+    [(_, waited)] = book.leases([(KEY, 13)], now=60.0)
+    assert waited.high == 23 and book.parts[KEY].lease == 23
+    book.acknowledged(KEY, 10_000, object())  # another generation's partition: ignored
+    book.acknowledged(KEY, high, part)  # late, and below the waited lease: changes nothing
+    assert book.parts[KEY].lease == 23
+    [(_, again, high)] = book.renew([(KEY, 19)], now=70.0)  # half of the waited lease used
+    assert high == again.high == 29
+    book.acknowledged(KEY, high, part)
+    assert book.parts[KEY].lease == 29
+    assert book.released(KEY) == Mark(29, True, None, 0, "w")
