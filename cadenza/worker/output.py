@@ -1,14 +1,15 @@
 """The produce stage: every record a worker writes (sinks, repartition, changelog, late, dead letter).
 
-One idempotent producer for everything. Its delivery callback is set once on the producer.
-:meth:`Output.flush` proves every record was acknowledged, because a flush returns only when each
-record was either acknowledged or reported failed. A successful delivery of a record to a topic in
-``ack_latency`` (sink and repartition topics) is also timed there: librdkafka's own latency of the
-record, produce call to acknowledgement (``cadenza_produce_ack_seconds``). That costs one Python call
-per record on the thread that flushes (about a microsecond against the record's 15 or so, see
-``benchmarks/RESULTS.md``, hot path); with failures reported only
-(``delivery.report.only.error``, an earlier version) a success cost nothing, and nothing was known
-of the produce stage's share of a result's latency.
+One idempotent producer for everything. Every record is produced with the delivery callback of the
+open :class:`Epoch` (and nothing is produced through it without one). :meth:`Output.flush` proves
+every record was acknowledged, because a flush returns only when each record was either
+acknowledged or reported failed. A successful delivery of a record to a topic in ``ack_latency``
+(sink and repartition topics) is also timed there: librdkafka's own latency of the record, produce
+call to acknowledgement (``cadenza_produce_ack_seconds``). That costs one Python call per record on
+the thread that serves the producer (about a microsecond against the record's 15 or so, see
+``benchmarks/RESULTS.md``, hot path); with failures reported only (``delivery.report.only.error``,
+an earlier version) a success cost nothing, and nothing was known of the produce stage's share of
+a result's latency.
 
 A record larger than the producer's ``message.max.bytes`` is refused by ``produce()`` itself, before it
 is queued. :meth:`Output.produce` turns that refusal into :class:`RecordTooLargeError`, so the step that
@@ -98,8 +99,17 @@ class Epoch:
         self.unacked = 0
 
     def delivered(self, error: KafkaError | None, message: Message) -> None:
+        # Called once per record produced: the acknowledgement's latency is timed here, without a
+        # second call into the output.
         self.unacked -= 1
-        self._output._on_delivery(error, message)
+        if error is None:
+            histogram = self._output.ack_latency.get(message.topic() or "")
+            if histogram is not None:
+                latency = message.latency()
+                if latency is not None:
+                    histogram.observe(latency)
+            return
+        self._output.failed(error, message)
 
 
 class Output:
@@ -120,10 +130,7 @@ class Output:
     )
 
     def __init__(self, settings: KafkaSettings, **overrides: Any) -> None:
-        config: dict[str, Any] = {
-            "on_delivery": self._on_delivery,
-        }
-        config.update(overrides)
+        config: dict[str, Any] = dict(overrides)
         producer, errors = make_producer(settings, **config)
         capacity = int(config.get("queue.buffering.max.messages", _DEFAULT_QUEUE_MESSAGES))
         self._setup(producer, errors, settings.delivery_timeout_ms / 1000.0 + 5.0, capacity)
@@ -188,14 +195,8 @@ class Output:
     def client_errors(self) -> ClientErrors:
         return self._errors
 
-    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
-        if error is None:
-            histogram = self.ack_latency.get(message.topic() or "")
-            if histogram is not None:
-                latency = message.latency()
-                if latency is not None:
-                    histogram.observe(latency)
-            return
+    def failed(self, error: KafkaError, message: Message) -> None:
+        """Count a record reported not delivered; :meth:`raise_failed` and :meth:`flush` raise for it."""
         self._failed += 1
         if self._first_error is None:
             self._first_error = f"{message.topic()}[{message.partition()}]: {error.name()}: {error.str()}"
