@@ -23,31 +23,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import faust  # type: ignore[import-not-found]
-
 from peers._app_args import parse_app_args
+from peers.faust_throughput import make_app, run
 from peers.windowed import WINDOW_MS
 
 
 def main() -> None:
     args = parse_app_args(__doc__.splitlines()[0] if __doc__ else "faust app")
-    app = faust.App(
-        args.group,
-        broker=f"kafka://{args.bootstrap}",
-        datadir=str(Path(args.workdir) / "faust-data"),
-        web_enabled=False,
-        consumer_auto_offset_reset="earliest",
-        broker_session_timeout=6.0,
-        broker_heartbeat_interval=1.0,
-        topic_partitions=4,
-        topic_disable_leader=True,
-    )
-    source = app.topic(
-        args.input, key_type=bytes, value_type=bytes, value_serializer="raw", key_serializer="raw"
-    )
-    sink = app.topic(
-        args.output, key_type=bytes, value_type=bytes, value_serializer="raw", key_serializer="raw"
-    )
+    app, source, sink = make_app(args)
     size_s = WINDOW_MS / 1000
     table = app.Table("windowed-counts", default=int, partitions=4, key_type=str)
     counts = table.tumbling(size_s).relative_to_stream()
@@ -62,8 +45,7 @@ def main() -> None:
             await sink.send(key=event.key, value=json.dumps(value).encode())
 
     app.agent(source, name="windowed")(process)
-    sys.argv = [sys.argv[0], "worker", "-l", "warn"]
-    app.main()
+    run(app)
 
 
 if __name__ == "__main__":

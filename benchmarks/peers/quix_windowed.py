@@ -17,9 +17,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from quixstreams import Application  # type: ignore[import-not-found]
-
 from peers._app_args import parse_app_args
+from peers.quix_throughput import make_app
 from peers.windowed import MAX_OUT_OF_ORDERNESS_MS, WINDOW_MS
 
 
@@ -29,14 +28,7 @@ def event_time_ms(value: Any, _headers: Any, _timestamp: float, _timestamp_type:
 
 def main() -> None:
     args = parse_app_args(__doc__.splitlines()[0] if __doc__ else "quixstreams app")
-    app = Application(
-        broker_address=args.bootstrap,
-        consumer_group=args.group,
-        auto_offset_reset="earliest",
-        state_dir=str(Path(args.workdir) / "quix-state"),
-        loglevel="WARNING",
-        consumer_extra_config={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
-    )
+    app = make_app(args, stateful=True)
     source = app.topic(
         args.input, key_deserializer="str", value_deserializer="json", timestamp_extractor=event_time_ms
     )
