@@ -5,7 +5,7 @@ keyed by the record key, in event time (the Kafka record timestamp, which the ha
 faust cannot emit a *final* result per window in event time: its windows close (``on_window_close``)
 against the **wall clock** at cleanup ticks, and faust 0.15.3 drops the close of a window in every
 partition but the first (``Collection.last_closed_window`` is table-wide; see ``faust_s1.py``). So
-this app emits what faust users emit: an **update** per input record, the window's count so far
+this app emits what faust can emit in event time: an **update** per input record, the window's count so far
 (``{"start", "end", "value"}``, ms, like quixstreams), and the harness takes the largest count per
 (key, window) as faust's result. That costs faust one output record per input record (the others emit
 one per window), which is its semantics, not a handicap added here. No ``expires``: expiry is
