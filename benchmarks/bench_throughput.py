@@ -19,10 +19,31 @@ is the same record count over the CPU seconds (user + system, all threads) the s
 in that same window, sampled from ``/proc`` when the first and the last output are read.
 
 Per system the JSON holds the median, min and max ``rps`` over the repetitions, the median
-``rps_per_cpu_s`` and every run. ``--quick``: one repetition of a smaller input, a few minutes at most.
+``rps_per_cpu_s`` and every run (each with its ``cpu_utilisation``: CPU seconds over wall seconds).
+``--quick``: one repetition of a smaller input, a few minutes at most.
 
-    python benchmarks/bench_throughput.py --out DIR [--quick] [--bootstrap host:port]
-    cadenza bench throughput --out DIR [--quick] [--bootstrap host:port]
+**The windowed workload** (``--workload windowed``; the default is ``map``, above): a count per key in
+tumbling 1-second event-time windows, one result per (key, window) when the window closes, for
+cadenza (``.window(Tumbling("1s")).count()``), quixstreams (``tumbling_window(...).count().final()``)
+and faust (a tumbling windowed ``Table``). The raw loop is left out (it has no windows; the JSON says
+so under ``left_out``). The input (:mod:`peers.windowed`) is the same seeded records with an event time
+``ts`` (5,000 records per event-time second, up to 80 ms out of order; every system allows 100 ms), sent
+to the partition of their key (1,000 users), then one flush record per partition an hour ahead in
+event time that closes every window. Results are per window, not per record, so the rate is **input
+records per second from the first result to the last**: a system emitting final results can emit
+nothing before some partition passes the first window's close point, and emits the last windows when
+the flush records arrive, so the records it spends that time on are the input records at or past the
+first close point (to within one partition's progress: about one window of input, 1/40 of the full
+run). faust cannot emit final results in event time (its windows close against the wall clock, and
+0.15.3 drops the close in all partitions but one, see ``peers/faust_windowed.py``), so it emits an
+update per input record and is timed as in the map workload: updates - 1 over first to last. Every
+run's results are compared with a brute-force count of the input (``results_correct`` per run and per
+system; for updates the largest count per window is faust's result, and a final result said twice is
+an error). ``rps_per_cpu_s`` and ``cpu_utilisation`` cover the same first-to-last interval.
+Written as ``throughput-windowed.json`` and ``.png``.
+
+    python benchmarks/bench_throughput.py --out DIR [--quick] [--bootstrap host:port] [--workload windowed]
+    cadenza bench throughput --out DIR [--quick] [--bootstrap host:port] [--workload windowed]
 """
 
 from __future__ import annotations
@@ -38,7 +59,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +68,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import environment, write_result
 from peers.venvs import FAUST, QUIXSTREAMS, PeerEnv, PeerInstallError, ensure_peer_env
+from peers.windowed import (
+    WindowedRecord,
+    WindowTally,
+    brute_force_counts,
+    flush_records,
+    make_windowed_records,
+    records_after_first_close,
+)
 from peers.workload import make_records
 
 from cadenza.infra.kafka.clients import DeliveryReport, flush_or_raise, make_admin, make_producer
@@ -55,6 +84,8 @@ from cadenza.settings import KafkaSettings
 
 __all__ = [
     "SYSTEMS",
+    "WINDOWED_SYSTEMS",
+    "WORKLOADS",
     "BenchConfig",
     "SystemSpec",
     "build_result",
@@ -69,6 +100,10 @@ __all__ = [
 PEERS_DIR = Path(__file__).resolve().parent / "peers"
 PARTITIONS = 4
 SEED = 20_261_122
+#: Kafka's defaults, stated: the embedded broker describes no retention.ms unless it was set, and
+#: quixstreams' stateful apps derive their changelog topics' retention from the input's (a KeyError
+#: without it). Set on the input of both workloads, so they share one setup.
+INPUT_CONFIGS = {"retention.ms": "604800000", "retention.bytes": "-1"}
 Progress = Callable[[str], None]
 
 
@@ -79,6 +114,8 @@ class SystemSpec:
     name: str
     script: str
     peer: PeerEnv | None = None
+    #: Windowed workload only: the system emits an update per input record, not a final result per window.
+    updates: bool = False
 
 
 SYSTEMS: tuple[SystemSpec, ...] = (
@@ -86,6 +123,17 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     SystemSpec("faust", "faust_throughput.py", FAUST),
     SystemSpec("quixstreams", "quix_throughput.py", QUIXSTREAMS),
     SystemSpec("raw", "raw_throughput.py"),
+)
+WINDOWED_SYSTEMS: tuple[SystemSpec, ...] = (
+    SystemSpec("cadenza", "cadenza_windowed.py"),
+    SystemSpec("faust", "faust_windowed.py", FAUST, updates=True),
+    SystemSpec("quixstreams", "quix_windowed.py", QUIXSTREAMS),
+)
+WORKLOADS = ("map", "windowed")
+#: Why the windowed workload has no raw loop (recorded in its JSON).
+RAW_LEFT_OUT = (
+    "a bare consume -> produce loop has no windows, keyed state or event time; writing them would be "
+    "benchmarking a fourth framework, so the windowed workload has no raw ceiling"
 )
 
 
@@ -116,12 +164,25 @@ def run_order(systems: Sequence[str], repetition: int) -> list[str]:
 
 
 def run_rates(
-    outputs: int, first_at: float, last_at: float, cpu_first_s: float | None, cpu_last_s: float | None
+    outputs: int,
+    first_at: float,
+    last_at: float,
+    cpu_first_s: float | None,
+    cpu_last_s: float | None,
+    *,
+    counted: int | None = None,
 ) -> dict[str, float | None]:
-    """rps and rps per CPU second of one run, over the window from the first output to the last."""
+    """rps and rps per CPU second of one run, over the window from the first output to the last.
+
+    ``counted``: the input records that window is spent on; by default ``outputs - 1`` (one output per
+    input record). The windowed workload passes the input records past the first window's close.
+    """
     if outputs < 2:
         raise ValueError(f"a rate needs at least two outputs, got {outputs}")
-    counted = outputs - 1
+    if counted is None:
+        counted = outputs - 1
+    elif counted < 1:
+        raise ValueError(f"a rate needs at least one counted record, got {counted}")
     seconds = last_at - first_at
     if seconds <= 0:
         raise ValueError(f"the last output came no later than the first ({first_at} .. {last_at})")
@@ -138,38 +199,52 @@ def run_rates(
 def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Median, min and max rps, and the median rps per CPU second, over a system's successful runs."""
     good = [run for run in runs if run.get("rps") is not None]
+    summary: dict[str, Any]
     if not good:
-        return {"rps": None, "rps_min": None, "rps_max": None, "rps_per_cpu_s": None, "runs": list(runs)}
-    rates = [float(run["rps"]) for run in good]
-    per_cpu = [float(run["rps_per_cpu_s"]) for run in good if run.get("rps_per_cpu_s") is not None]
-    return {
-        "rps": round(statistics.median(rates), 1),
-        "rps_min": round(min(rates), 1),
-        "rps_max": round(max(rates), 1),
-        "rps_per_cpu_s": round(statistics.median(per_cpu), 1) if per_cpu else None,
-        "runs": list(runs),
-    }
+        summary = {"rps": None, "rps_min": None, "rps_max": None, "rps_per_cpu_s": None, "runs": list(runs)}
+    else:
+        rates = [float(run["rps"]) for run in good]
+        per_cpu = [float(run["rps_per_cpu_s"]) for run in good if run.get("rps_per_cpu_s") is not None]
+        summary = {
+            "rps": round(statistics.median(rates), 1),
+            "rps_min": round(min(rates), 1),
+            "rps_max": round(max(rates), 1),
+            "rps_per_cpu_s": round(statistics.median(per_cpu), 1) if per_cpu else None,
+            "runs": list(runs),
+        }
+    if any("results_correct" in run for run in runs):  # the windowed workload: every run must be right
+        summary["results_correct"] = all(run.get("results_correct") is True for run in runs)
+    return summary
 
 
 def build_result(
-    runs: dict[str, list[dict[str, Any]]], env: dict[str, object], settings: dict[str, Any]
+    runs: dict[str, list[dict[str, Any]]],
+    env: dict[str, object],
+    settings: dict[str, Any],
+    workload: str = "map",
 ) -> dict[str, Any]:
-    """The throughput.json document: per system a summary, then the machine, the commit and the settings."""
+    """The throughput(-windowed).json document: per system a summary, then the machine, the commit and
+    the settings."""
     machine = {k: v for k, v in env.items() if k != "commit"}
     systems = {name: summarize(system_runs) for name, system_runs in runs.items()}
     ratios: dict[str, float | None] = {}
     cadenza = systems.get("cadenza", {}).get("rps")
-    for peer in ("faust", "quixstreams", "raw"):
+    peers = ("faust", "quixstreams", "raw") if workload == "map" else ("faust", "quixstreams")
+    for peer in peers:
         other = systems.get(peer, {}).get("rps")
         ratios[f"cadenza_over_{peer}"] = round(cadenza / other, 3) if cadenza and other else None
-    return {
-        "benchmark": "throughput",
+    result: dict[str, Any] = {
+        "benchmark": "throughput" if workload == "map" else f"throughput-{workload}",
+        "workload": workload,
         "systems": systems,
         "ratios": ratios,
         "settings": settings,
         "machine": machine,
         "commit": str(env.get("commit", "unknown")),
     }
+    if workload == "windowed":
+        result["left_out"] = {"raw": RAW_LEFT_OUT}
+    return result
 
 
 def plot(result: dict[str, Any], path: Path) -> Path:
@@ -196,8 +271,9 @@ def plot(result: dict[str, Any], path: Path) -> Path:
         right.annotate(f"{value:,.0f}", (x, value), ha="center", va="bottom", fontsize=8)
     machine = result.get("machine", {})
     settings = result.get("settings", {})
+    title = settings.get("title", "parse JSON -> map -> produce")
     fig.suptitle(
-        f"parse JSON -> map -> produce, {settings.get('records', '?'):,} records, {PARTITIONS} partitions, "
+        f"{title}, {settings.get('records', '?'):,} records, {PARTITIONS} partitions, "
         f"{settings.get('repetitions', '?')} rep(s); {machine.get('cpus', '?')} CPUs, "
         f"commit {result.get('commit', '?')}",
         fontsize=9,
@@ -213,12 +289,33 @@ def plot(result: dict[str, Any], path: Path) -> Path:
 
 
 def produce_input(settings: KafkaSettings, topic: str, records: int, seed: int) -> None:
+    """The map workload's input: seeded records, partitions in turn, producer-stamped timestamps."""
+    _produce(
+        settings,
+        topic,
+        ((key, value, i % PARTITIONS, None) for i, (key, value) in enumerate(make_records(records, seed))),
+    )
+
+
+def produce_windowed_input(settings: KafkaSettings, topic: str, records: Sequence[WindowedRecord]) -> None:
+    """The windowed workload's input: each record to its key's partition, stamped with its event time,
+    then the flush records that close every window."""
+    everything = [*records, *flush_records(records, PARTITIONS)]
+    _produce(settings, topic, ((r.key.encode(), r.value, r.partition, r.timestamp_ms) for r in everything))
+
+
+def _produce(
+    settings: KafkaSettings, topic: str, records: Iterable[tuple[bytes, bytes, int, int | None]]
+) -> None:
+    """Produce ``(key, value, partition, timestamp ms or None: the producer's clock)`` records."""
     producer, errors = make_producer(settings, **{"linger.ms": 20, "batch.num.messages": 10000})
     report = DeliveryReport()
-    for i, (key, value) in enumerate(make_records(records, seed)):
+    for i, (key, value, partition, timestamp_ms) in enumerate(records):
         while True:
             try:
-                producer.produce(topic, value, key, partition=i % PARTITIONS, on_delivery=report)
+                producer.produce(
+                    topic, value, key, partition=partition, on_delivery=report, timestamp=timestamp_ms or 0
+                )
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -247,6 +344,27 @@ def _stop(process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
         process.wait(10)
 
 
+@dataclass(frozen=True)
+class WindowedPlan:
+    """What the windowed workload's input must produce: the brute-force counts and the records a run's
+    first-to-last-result time is spent on."""
+
+    expected: dict[tuple[str, int], int]
+    data_records: int
+    counted: int
+
+    @classmethod
+    def of(cls, records: Sequence[WindowedRecord]) -> WindowedPlan:
+        return cls(brute_force_counts(records), len(records), records_after_first_close(records))
+
+    def counter_expects(self, system: SystemSpec) -> int:
+        """Outputs that complete a run: one per window, or (updates) one per data record."""
+        return self.data_records if system.updates else len(self.expected)
+
+    def judge(self, system: SystemSpec, tally: WindowTally) -> dict[str, Any]:
+        return tally.compare(self.expected, updates=system.updates)
+
+
 @dataclass
 class _Context:
     settings: KafkaSettings
@@ -255,6 +373,7 @@ class _Context:
     pythons: dict[str, str]
     logs: Path
     workdir: Path
+    windowed: WindowedPlan | None = None
 
 
 def run_one(system: SystemSpec, repetition: int, ctx: _Context) -> dict[str, Any]:
@@ -268,6 +387,14 @@ def run_one(system: SystemSpec, repetition: int, ctx: _Context) -> dict[str, Any
     workdir = ctx.workdir / f"{system.name}-{suffix}"
     workdir.mkdir(parents=True)
     record: dict[str, Any] = {"repetition": repetition + 1}
+    plan = ctx.windowed
+    expected = ctx.config.records if plan is None else plan.counter_expects(system)
+    tally_path = workdir / "tally.json"
+    windowed_args = (
+        []
+        if plan is None
+        else ["--windowed", "updates" if system.updates else "final", "--results", str(tally_path)]
+    )
     counter = subprocess.Popen(
         [
             sys.executable,
@@ -279,9 +406,10 @@ def run_one(system: SystemSpec, repetition: int, ctx: _Context) -> dict[str, Any
             "--partitions",
             str(PARTITIONS),
             "--expected",
-            str(ctx.config.records),
+            str(expected),
             "--timeout",
             str(ctx.config.run_timeout_s),
+            *windowed_args,
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -324,17 +452,25 @@ def run_one(system: SystemSpec, repetition: int, ctx: _Context) -> dict[str, Any
         counter.wait(30)
         seen = json.loads(line) if line.strip() else {"outputs": 0, "timed_out": True}
         record["outputs"] = seen["outputs"]
+        if plan is not None:
+            record.update(_judge_windows(plan, system, tally_path))
         if seen.get("last_at") is None or seen.get("first_at") is None:
             why = "exited early" if seen.get("system_exited") else "timed out"
             record["error"] = (
-                f"{system.name} {why} after {seen['outputs']} of {ctx.config.records} outputs; "
+                f"{system.name} {why} after {seen['outputs']} of {expected} outputs; "
                 f"last lines of {log}:\n{_tail(log)}"
             )
             return record
         record["startup_s"] = round(seen["first_at"] - started, 3)
+        counted = None if plan is None or system.updates else plan.counted
         record.update(
             run_rates(
-                seen["outputs"], seen["first_at"], seen["last_at"], seen["cpu_first_s"], seen["cpu_last_s"]
+                seen["outputs"],
+                seen["first_at"],
+                seen["last_at"],
+                seen["cpu_first_s"],
+                seen["cpu_last_s"],
+                counted=counted,
             )
         )
         return record
@@ -346,6 +482,19 @@ def run_one(system: SystemSpec, repetition: int, ctx: _Context) -> dict[str, Any
             counter.wait(10)
         with contextlib.suppress(Exception):
             delete_topics(admin, [output])
+
+
+def _judge_windows(plan: WindowedPlan, system: SystemSpec, tally_path: Path) -> dict[str, Any]:
+    """The run's window results against the brute-force counts (all wrong if the counter wrote none)."""
+    try:
+        tally = WindowTally.from_json(json.loads(tally_path.read_text()))
+    except (OSError, ValueError, KeyError) as exc:
+        return {"results_correct": False, "results_error": f"no readable results from the counter: {exc}"}
+    return {
+        "results_mode": "updates (largest count per window)" if system.updates else "final",
+        "result_outputs": tally.outputs,
+        **plan.judge(system, tally),
+    }
 
 
 def _policy_note(logs: Path) -> str | None:
@@ -377,14 +526,22 @@ def run_benchmark(
     records: int | None = None,
     repetitions: int | None = None,
     systems: Sequence[str] | None = None,
+    workload: str = "map",
     progress: Progress = print,
 ) -> dict[str, Any]:
-    """Run the whole benchmark, write ``out/throughput.json`` and ``out/throughput.png``; the result."""
+    """Run the whole benchmark, write ``out/throughput.json`` and ``out/throughput.png`` (the windowed
+    workload: ``throughput-windowed.*``); the result."""
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
     config = config_for(quick, records, repetitions)
-    chosen = [s for s in SYSTEMS if systems is None or s.name in systems]
-    unknown = set(systems or ()) - {s.name for s in SYSTEMS}
+    specs = SYSTEMS if workload == "map" else WINDOWED_SYSTEMS
+    chosen = [s for s in specs if systems is None or s.name in systems]
+    unknown = set(systems or ()) - {s.name for s in specs}
     if unknown:
-        raise ValueError(f"unknown systems {sorted(unknown)}; known: {', '.join(s.name for s in SYSTEMS)}")
+        raise ValueError(
+            f"unknown systems {sorted(unknown)} for the {workload} workload; known: "
+            f"{', '.join(s.name for s in specs)}"
+        )
     pythons: dict[str, str] = {}
     for system in chosen:
         if system.peer is None:
@@ -400,10 +557,17 @@ def run_benchmark(
     by_name = {s.name: s for s in chosen}
     with _broker(bootstrap, progress) as settings, tempfile.TemporaryDirectory(prefix="cadenza-tp-") as tmp:
         input_topic = f"bench-tp-in-{uuid.uuid4().hex[:8]}"
-        ensure_topics(make_admin(settings), [TopicSpec(input_topic, PARTITIONS)])
+        ensure_topics(make_admin(settings), [TopicSpec(input_topic, PARTITIONS, configs=INPUT_CONFIGS)])
         progress(f"producing {config.records:,} seeded records to {input_topic} ({PARTITIONS} partitions)")
-        produce_input(settings, input_topic, config.records, SEED)
-        ctx = _Context(settings, input_topic, config, pythons, logs, Path(tmp))
+        plan = None
+        if workload == "map":
+            produce_input(settings, input_topic, config.records, SEED)
+        else:
+            windowed_records = make_windowed_records(config.records, SEED, PARTITIONS)
+            plan = WindowedPlan.of(windowed_records)
+            produce_windowed_input(settings, input_topic, windowed_records)
+            progress(f"  {len(plan.expected):,} (key, window) results expected")
+        ctx = _Context(settings, input_topic, config, pythons, logs, Path(tmp), plan)
         try:
             for rep in range(config.repetitions):
                 for name in run_order([s.name for s in chosen], rep):
@@ -413,10 +577,11 @@ def run_benchmark(
                     if "error" in run:
                         progress(f"[rep {rep + 1}/{config.repetitions}] {name}: FAILED: {run['error']}")
                     else:
+                        correct = "" if plan is None else f", results correct: {run['results_correct']}"
                         progress(
                             f"[rep {rep + 1}/{config.repetitions}] {name}: {run['rps']:,.0f} records/s "
                             f"({run['seconds']:.1f} s, {run['rps_per_cpu_s'] or 0:,.0f} records per CPU s, "
-                            f"start-up {run['startup_s']:.1f} s)"
+                            f"start-up {run['startup_s']:.1f} s{correct})"
                         )
         finally:
             with contextlib.suppress(Exception):
@@ -432,24 +597,55 @@ def run_benchmark(
         "cadenza_policy": _policy_note(logs),
         "peer_pins": {s.name: list(s.peer.pins) for s in chosen if s.peer is not None},
     }
-    result = build_result(runs, environment(), bench_settings)
-    write_result(out, "throughput.json", result)
-    png = plot(result, out / "throughput.png")
+    if plan is not None:
+        bench_settings.update(_windowed_settings(plan, chosen))
+    result = build_result(runs, environment(), bench_settings, workload)
+    stem = "throughput" if workload == "map" else f"throughput-{workload}"
+    write_result(out, f"{stem}.json", result)
+    png = plot(result, out / f"{stem}.png")
     progress(f"wrote {png}")
     return result
+
+
+def _windowed_settings(plan: WindowedPlan, chosen: Sequence[SystemSpec]) -> dict[str, Any]:
+    from peers import windowed  # noqa: PLC0415 - the constants, named where they are recorded
+
+    return {
+        "title": "count per key, 1 s tumbling event-time windows",
+        "pipeline": (
+            "parse JSON -> key (record key, 1,000 users; input partitioned by it) -> event time (ts) -> "
+            f"count per {windowed.WINDOW_MS} ms tumbling window -> produce one result per (key, window)"
+        ),
+        "window_ms": windowed.WINDOW_MS,
+        "max_out_of_orderness_ms": windowed.MAX_OUT_OF_ORDERNESS_MS,
+        "event_time_jitter_ms": windowed.JITTER_MS,
+        "records_per_event_second": windowed.RECORDS_PER_EVENT_SECOND,
+        "flush_records": PARTITIONS,
+        "windows_expected": len(plan.expected),
+        "records_counted_for_final_results": plan.counted,
+        "results": {s.name: "updates" if s.updates else "final" for s in chosen},
+        "rate": (
+            "input records per second from the first result to the last: for a system emitting final "
+            "results, the input records at or past the first window's close point over that time (the "
+            "first result cannot come earlier, and the last window closes at the flush records); for a "
+            "system emitting an update per input record (faust), (updates - 1) over that time, as in the "
+            "map workload"
+        ),
+    }
 
 
 def format_table(result: dict[str, Any]) -> str:
     """A plain-text summary, one line per system."""
     lines = [f"{'system':<12} {'rps median':>11} {'min':>9} {'max':>9} {'rps/cpu-s':>10}"]
     for name, entry in result["systems"].items():
+        correct = f" results correct: {entry['results_correct']}" if "results_correct" in entry else ""
         if entry["rps"] is None:
-            lines.append(f"{name:<12} {'failed':>11}")
+            lines.append(f"{name:<12} {'failed':>11}{correct}")
             continue
         per_cpu = entry["rps_per_cpu_s"]
         lines.append(
             f"{name:<12} {entry['rps']:>11,.0f} {entry['rps_min']:>9,.0f} {entry['rps_max']:>9,.0f} "
-            f"{per_cpu if per_cpu is None else format(per_cpu, ',.0f'):>10}"
+            f"{per_cpu if per_cpu is None else format(per_cpu, ',.0f'):>10}{correct}"
         )
     for ratio, value in result.get("ratios", {}).items():
         lines.append(f"{ratio}: {value}")
@@ -464,6 +660,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--records", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--repetitions", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--systems", default=None, help="comma-separated subset (default: all)")
+    parser.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        default="map",
+        help="map: parse -> map -> produce; windowed: count per key in 1 s tumbling event-time windows",
+    )
     args = parser.parse_args(argv)
     systems = args.systems.split(",") if args.systems else None
     try:
@@ -474,6 +676,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             records=args.records,
             repetitions=args.repetitions,
             systems=systems,
+            workload=args.workload,
             progress=lambda line: print(line, flush=True),
         )
     except (PeerInstallError, ValueError) as exc:

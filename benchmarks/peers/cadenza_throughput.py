@@ -9,6 +9,7 @@ records it). Runs until SIGTERM or SIGINT.
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import signal
 import sys
@@ -29,11 +30,9 @@ def worker_policy_supported() -> bool:
     return "policy" in inspect.signature(Worker).parameters
 
 
-def main() -> None:
-    args = parse_app_args(__doc__.splitlines()[0] if __doc__ else "cadenza worker")
+def run_worker(pipeline: Pipeline, args: argparse.Namespace) -> None:
+    """Run ``pipeline`` in one worker as the harness asked (shared with ``cadenza_windowed.py``)."""
     settings = KafkaSettings.load(bootstrap_servers=args.bootstrap)
-    pipeline = Pipeline("throughput", tenant="bench", latency_target="1s")
-    pipeline.source(args.input).map(transform).sink(args.output)
     extra: dict[str, Any] = {}
     if worker_policy_supported():
         extra["policy"] = args.policy
@@ -50,6 +49,13 @@ def main() -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     worker.run()
+
+
+def main() -> None:
+    args = parse_app_args(__doc__.splitlines()[0] if __doc__ else "cadenza worker")
+    pipeline = Pipeline("throughput", tenant="bench", latency_target="1s")
+    pipeline.source(args.input).map(transform).sink(args.output)
+    run_worker(pipeline, args)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,11 @@ counting output records, never by watermarks (the embedded broker under-reports 
 The CPU samples come from ``/proc/PID/stat`` (user + system time of every thread of the process),
 taken at the moment the first and the expected-last output are read, so CPU spent importing, joining
 the group and shutting down is left out, like the wall-clock time.
+
+``--windowed final|updates`` (the windowed workload): every output is parsed as a window result
+(:func:`peers.windowed.parse_result`) and the run is complete once ``--expected`` distinct windows
+(``final``) or ``--expected`` results of data records (``updates``) have been read; what was read goes
+to ``--results`` as JSON, for the harness to compare with its brute-force counts.
 """
 
 from __future__ import annotations
@@ -18,9 +23,14 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from peers.windowed import WindowTally
 
 __all__ = ["proc_cpu_seconds"]
 
@@ -42,7 +52,19 @@ def proc_cpu_seconds(pid: int) -> float | None:
     return (utime + stime) / _TICKS
 
 
-def count(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float) -> dict[str, Any]:
+def count(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    expected: int,
+    timeout: float,
+    *,
+    windowed: Literal["final", "updates"] | None = None,
+    tally: WindowTally | None = None,
+) -> dict[str, Any]:
+    """Read ``topic`` until ``expected`` outputs (window results: see the module doc) or the timeout."""
+    if windowed is not None and tally is None:
+        raise ValueError("a windowed count needs a tally to keep the results in")
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -74,8 +96,12 @@ def count(bootstrap: str, topic: str, partitions: int, expected: int, timeout: f
         for message in consumer.consume(10_000, 0.05):
             if message.error() is not None:
                 continue
-            seen += 1
-            if seen == 1:
+            if tally is None:
+                seen += 1
+            else:
+                tally.read(message.key(), message.value())
+                seen = len(tally.counts) if windowed == "final" else tally.outputs
+            if first_at is None and seen:
                 first_at, cpu_first = time.monotonic(), proc_cpu_seconds(pid)
         if seen >= expected:
             last_at, cpu_last = time.monotonic(), proc_cpu_seconds(pid)
@@ -98,8 +124,23 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, required=True)
     parser.add_argument("--expected", type=int, required=True)
     parser.add_argument("--timeout", type=float, required=True)
+    parser.add_argument("--windowed", choices=("final", "updates"), default=None)
+    parser.add_argument("--results", type=Path, default=None, help="where a windowed count writes its tally")
     args = parser.parse_args()
-    result = count(args.bootstrap, args.topic, args.partitions, args.expected, args.timeout)
+    if (args.windowed is None) != (args.results is None):
+        raise SystemExit("--windowed and --results go together")
+    tally = WindowTally() if args.windowed else None
+    result = count(
+        args.bootstrap,
+        args.topic,
+        args.partitions,
+        args.expected,
+        args.timeout,
+        windowed=args.windowed,
+        tally=tally,
+    )
+    if tally is not None:
+        args.results.write_text(json.dumps(tally.to_json()))
     print(json.dumps(result), flush=True)
 
 

@@ -11,6 +11,7 @@ handlers stop the worker).
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -25,8 +26,8 @@ from peers._app_args import parse_app_args
 from peers.workload import transform
 
 
-def main() -> None:
-    args = parse_app_args(__doc__.splitlines()[0] if __doc__ else "faust app")
+def make_app(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """The app and its raw-bytes source and sink topics (shared with ``faust_windowed.py``)."""
     app = faust.App(
         args.group,
         broker=f"kafka://{args.bootstrap}",
@@ -44,14 +45,25 @@ def main() -> None:
     sink = app.topic(
         args.output, key_type=bytes, value_type=bytes, value_serializer="raw", key_serializer="raw"
     )
+    return app, source, sink
+
+
+def run(app: Any) -> None:
+    """Run ``app``'s worker as faust's command line would, at faust's quiet log level."""
+    sys.argv = [sys.argv[0], "worker", "-l", "warn"]
+    app.main()
+
+
+def main() -> None:
+    args = parse_app_args(__doc__.splitlines()[0] if __doc__ else "faust app")
+    app, source, sink = make_app(args)
 
     async def process(stream: AsyncIterator[Any]) -> None:
         async for key, value in stream.items():  # type: ignore[attr-defined]
             await sink.send(key=key, value=json.dumps(transform(json.loads(value))).encode())
 
     app.agent(source, name="throughput")(process)
-    sys.argv = [sys.argv[0], "worker", "-l", "warn"]
-    app.main()
+    run(app)
 
 
 if __name__ == "__main__":

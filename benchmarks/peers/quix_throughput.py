@@ -10,6 +10,7 @@ app is stateless). Runs until SIGTERM or SIGINT (quixstreams stops gracefully on
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -21,18 +22,24 @@ from peers._app_args import parse_app_args
 from peers.workload import transform
 
 
-def main() -> None:
-    args = parse_app_args(__doc__.splitlines()[0] if __doc__ else "quixstreams app")
-    app = Application(
+def make_app(args: argparse.Namespace, *, stateful: bool = False) -> Application:
+    """The Application as the harness asked; ``stateful`` (``quix_windowed.py``): quixstreams' defaults
+    for state, changelog topics it creates itself."""
+    return Application(
         broker_address=args.bootstrap,
         consumer_group=args.group,
         auto_offset_reset="earliest",
         state_dir=str(Path(args.workdir) / "quix-state"),
-        use_changelog_topics=False,
-        auto_create_topics=False,
+        use_changelog_topics=stateful,
+        auto_create_topics=stateful,
         loglevel="WARNING",
         consumer_extra_config={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
     )
+
+
+def main() -> None:
+    args = parse_app_args(__doc__.splitlines()[0] if __doc__ else "quixstreams app")
+    app = make_app(args)
     source = app.topic(args.input, key_deserializer="bytes", value_deserializer="json")
     sink = app.topic(args.output, key_serializer="bytes", value_serializer="json")
     sdf = app.dataframe(source)

@@ -71,22 +71,42 @@ BootstrapOption = Annotated[
 OutOption = Annotated[Path, typer.Option(help="Directory for the JSON result, the plot and the run logs.")]
 
 
+WorkloadOption = Annotated[
+    str,
+    typer.Option(
+        help="map: parse -> map -> produce (with a raw loop as the ceiling); windowed: a count per key "
+        "in 1 s tumbling event-time windows (cadenza, faust, quixstreams; every count checked)."
+    ),
+]
+
+
 @bench_app.command("throughput")
 @command_errors
-def throughput(out: OutOption, quick: QuickOption = False, bootstrap: BootstrapOption = None) -> None:
+def throughput(
+    out: OutOption,
+    quick: QuickOption = False,
+    bootstrap: BootstrapOption = None,
+    workload: WorkloadOption = "map",
+) -> None:
     """Parse JSON -> map -> produce: cadenza (cameo) vs faust-streaming, quixstreams and a raw loop.
 
-    Writes OUT/throughput.json and OUT/throughput.png. faust-streaming and quixstreams run from venvs
-    of their own, created on first use under $CADENZA_HOME/bench-venvs (needs PyPI once).
+    Writes OUT/throughput.json and OUT/throughput.png (``--workload windowed``: the windowed count,
+    OUT/throughput-windowed.json and .png). faust-streaming and quixstreams run from venvs of their
+    own, created on first use under $CADENZA_HOME/bench-venvs (needs PyPI once).
     """
     module = load_benchmark("bench_throughput")
+    if workload not in module.WORKLOADS:
+        raise CadenzaError(f"unknown workload {workload!r}; known: {', '.join(module.WORKLOADS)}")
     try:
-        result = run_and_report(module, out, quick=quick, bootstrap=bootstrap)
+        result = run_and_report(module, out, quick=quick, bootstrap=bootstrap, workload=workload)
     except module.PeerInstallError as exc:
         raise CadenzaError(str(exc)) from None
     failed = [name for name, entry in result["systems"].items() if entry["rps"] is None]
     if failed:
         raise CadenzaError(f"no successful run for {', '.join(failed)}; see the logs in {out / 'logs'}")
+    wrong = [name for name, entry in result["systems"].items() if entry.get("results_correct") is False]
+    if wrong:
+        raise CadenzaError(f"wrong window counts from {', '.join(wrong)}; see the runs in the JSON in {out}")
 
 
 SystemsOption = Annotated[
