@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
+from cadenza.infra.broker.embedded import free_port
 from cadenza.infra.kafka.clients import DeliveryReport, flush_or_raise, make_producer
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
@@ -181,7 +182,7 @@ FAUST_APP = """
 import sys
 import faust
 
-bootstrap, app_id, source, sink = sys.argv[1:5]
+bootstrap, app_id, source, sink, web_port = sys.argv[1:6]
 app = faust.App(
     app_id,
     broker=f"kafka://{bootstrap}",
@@ -204,7 +205,9 @@ async def forward(stream):
         await sink_topic.send(key=event.key, value=event.value, headers=list(event.headers.items()))
 
 
-sys.argv = [sys.argv[0], "worker", "-l", "warn"]
+# faust's worker command serves its web port whatever web_enabled says: a port of its own, so that
+# another faust process on the machine (a benchmark) does not make this one fail to start.
+sys.argv = [sys.argv[0], "worker", "-l", "warn", "--web-port", web_port]
 app.main()
 """
 
@@ -238,6 +241,7 @@ def test_faust_streaming(kafka_settings: KafkaSettings, new_topic: NewTopic, tmp
             f"clients-{uuid.uuid4().hex[:8]}",
             source,
             sink,
+            str(free_port()),
         ],
         cwd=tmp_path,
         stdout=log,
