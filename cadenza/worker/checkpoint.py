@@ -29,9 +29,10 @@ forgets partitions here when they go.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import Consumer, TopicPartition
@@ -161,12 +162,10 @@ class Checkpoint:
     def take(self) -> None:
         """Take a checkpoint without waiting: the committable offsets, the changelog writes of the state
         as it stands, and a seal of the output's epoch; :meth:`advance` commits it once durable."""
-        started = time.monotonic()
-        wall_started = time.time()
-        self._take()
-        self.last = now = time.monotonic()
-        self.pending = False
-        self._spent(started, wall_started, now)
+        with self._timed():
+            self._take()
+            self.last = time.monotonic()
+            self.pending = False
 
     def _take(self) -> None:
         output = self._output()
@@ -183,8 +182,10 @@ class Checkpoint:
         offsets of those that became durable (``consumers`` as for :meth:`commit`)."""
         if not self._open and not self.offsets:
             return
-        started = time.monotonic()
-        wall_started = time.time()
+        with self._timed():
+            self._advance(consumers)
+
+    def _advance(self, consumers: Sequence[tuple[Consumer, Collection[str] | None]]) -> None:
         output = self._output()
         output.serve()
         output.raise_failed()
@@ -204,16 +205,19 @@ class Checkpoint:
         if durable:
             for consumer, topics in consumers:
                 self.offsets.commit(consumer, topics)
-        self._spent(started, wall_started, time.monotonic())
 
     def commit(self, consumers: Sequence[tuple[Consumer, Collection[str] | None]]) -> None:
         """Take a checkpoint and wait until it and every open one are committed: outputs acknowledged,
         then state changelogged, then offsets committed, each lane's through its own consumer
         (``consumers``: each with the topics it reads, ``None`` for all of them; none once they are
         closed, then only outputs and state are made durable)."""
+        with self._timed():
+            self._commit(consumers)
+            self.last = time.monotonic()
+            self.pending = False
+
+    def _commit(self, consumers: Sequence[tuple[Consumer, Collection[str] | None]]) -> None:
         output = self._output()
-        started = time.monotonic()
-        wall_started = time.time()
         self._take()
         output.flush()
         written = False
@@ -231,9 +235,6 @@ class Checkpoint:
         self._acked = self._seals
         for consumer, topics in consumers:
             self.offsets.commit(consumer, topics)
-        self.last = now = time.monotonic()
-        self.pending = False
-        self._spent(started, wall_started, now)
 
     def _output(self) -> DurableOutput:
         output = self.output
@@ -261,10 +262,18 @@ class Checkpoint:
             for key, value in writes:
                 output.produce(topic, value, key, None, partition)
 
-    def _spent(self, started: float, wall_started: float, now: float) -> None:
-        if self.record is not None:
-            self.record("fault_tolerance", wall_started, wall_started + (now - started), None)
-        self._counters.commit_ms += round((now - started) * 1000)
+    @contextlib.contextmanager
+    def _timed(self) -> Iterator[None]:
+        """Time a checkpoint call into ``commit_ms`` and the activity trace (``fault_tolerance``)."""
+        started = time.monotonic()
+        wall_started = time.time()
+        try:
+            yield
+        finally:
+            now = time.monotonic()
+            if self.record is not None:
+                self.record("fault_tolerance", wall_started, wall_started + (now - started), None)
+            self._counters.commit_ms += round((now - started) * 1000)
 
     def forget(
         self, partitions: Iterable[TopicPartition], state: Collection[tuple[StatefulStep, int]] = ()
