@@ -59,7 +59,9 @@ LS_RECORDS = 60
 MIB = 1024 * 1024
 #: RSS growth allowed over idle: 500 buffered records (value bytes, Message, model: ~3 x 16 KiB each,
 #: ~24 MiB) and librdkafka's prefetch queue (capped at 32 MiB). Measured: +31 to +35 MiB over an idle
-#: 59 MiB, for a burst of 78 MiB.
+#: 59 MiB, and +40 MiB once the worker stopped waiting for acknowledgements (CI at 4652c0b), for a
+#: burst of 78 MiB. Below the burst's size, so staying under it shows the burst was held back at the
+#: broker (an earlier second bound of half the burst, 39 MiB, lay below this design bound itself).
 RSS_GROWTH_BOUND = 64 * MIB
 
 PIPELINES = """
@@ -225,8 +227,7 @@ def test_a_burst_of_ten_times_the_buffer(
         f"progress when the first bulk tenant finished: A {progress['A']:.0%}, B {progress['B']:.0%}"
     )
     assert rss.samples > 10
-    assert growth < RSS_GROWTH_BOUND
-    assert growth < BURST * PAD / 2  # far less than the burst: it was held back at the broker
+    assert growth < RSS_GROWTH_BOUND  # less than the burst (78 MiB): it was held back at the broker
     ls_wait, a_wait = queue_wait_quantile(exposition, "LS", 0.99), queue_wait_quantile(exposition, "A", 0.5)
     print(
         f"{policy}: queue wait in the scheduler: LS p99 <= {ls_wait * 1000:g} ms, "
