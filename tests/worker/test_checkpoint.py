@@ -116,6 +116,11 @@ def started(interval: float = 0.2) -> tuple[Checkpoint, Journal]:
     return checkpoint, journal
 
 
+def ran(checkpoint: Checkpoint, topic: str, partition: int, offset: int) -> None:
+    """A record admitted with one unit, which has run."""
+    admit(checkpoint, topic, partition, offset, 1)[1] -= 1
+
+
 def produced(journal: Journal) -> list[tuple[Any, ...]]:
     return [event for event in journal.events if event[0] == "produce"]
 
@@ -131,8 +136,7 @@ def test_outputs_are_flushed_before_state_and_state_before_the_offsets() -> None
     checkpoint, journal = started()
     step = Step("w", {1: [(b"k", b"v")], 0: [(b"j", None)]})
     checkpoint.windows.append(step)
-    done = admit(checkpoint, "in", 0, 7, 1)
-    done[1] -= 1
+    ran(checkpoint, "in", 0, 7)
     checkpoint.commit(())
     assert journal.events == [
         ("flush",),  # the outputs the state was computed with first
@@ -248,8 +252,7 @@ def test_a_checkpoint_waits_for_its_outputs_then_its_state_then_commits_without_
     checkpoint, journal = started()
     step = Step("w", {0: [(b"k", b"v")]})
     checkpoint.windows.append(step)
-    done = admit(checkpoint, "in", 0, 7, 1)
-    done[1] -= 1
+    ran(checkpoint, "in", 0, 7)
     journal.produce("out", b"result", None)  # the record's output, not yet acknowledged
     checkpoint.take()
     assert checkpoint.open == 1
@@ -306,8 +309,7 @@ def test_a_waiting_commit_makes_every_open_checkpoint_durable() -> None:
     checkpoint, journal = started()
     step = Step("w", {0: [(b"k", b"1")]})
     checkpoint.windows.append(step)
-    done = admit(checkpoint, "in", 0, 4, 1)
-    done[1] -= 1
+    ran(checkpoint, "in", 0, 4)
     checkpoint.take()
     step.changed = {0: [(b"k", b"2")]}
     checkpoint.commit(())
@@ -332,8 +334,7 @@ def test_a_lost_partition_leaves_the_open_checkpoints() -> None:
     step = Step("w", {0: [(b"a", b"0")], 1: [(b"b", b"1")]})
     checkpoint.windows.append(step)
     for partition in (0, 1):
-        done = admit(checkpoint, "in", partition, 3, 1)
-        done[1] -= 1
+        ran(checkpoint, "in", partition, 3)
     checkpoint.take()
     checkpoint.forget([TopicPartition("in", 1)], [(step, 1)])
     journal.ack()
@@ -346,8 +347,7 @@ def test_a_lost_partition_leaves_the_open_checkpoints() -> None:
 
 def test_a_failed_delivery_stops_the_checkpoint() -> None:
     checkpoint, journal = started()
-    done = admit(checkpoint, "in", 0, 0, 1)
-    done[1] -= 1
+    ran(checkpoint, "in", 0, 0)
     checkpoint.take()
     journal.failed = 1
     try:
