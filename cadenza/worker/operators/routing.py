@@ -274,7 +274,7 @@ class SinkOp(_Writer):
             output.epoch.unacked += 1
         except BufferError:
             try:
-                self.output.produce(self.topic, value_bytes, key_bytes, headers)
+                output.produce(self.topic, value_bytes, key_bytes, headers)
             except RecordTooLargeError as exc:
                 self.dead.function_failed(unit, self.node_id, exc)
                 return
