@@ -13,22 +13,36 @@ from cadenza.scaling.controller import (
 )
 from cadenza.scaling.ds2 import InstanceRates, decide, raw_parallelism
 from cadenza.scaling.migration import STRATEGIES, plan
-from cadenza.scaling.rates import RateSample, TrueRateMeter, window_rates
+from cadenza.scaling.rates import (
+    ClosedWindow,
+    RateSample,
+    SubTopologyRates,
+    TrueRateMeter,
+    TrueRates,
+    encode_true_rates,
+    parse_true_rates,
+    window_rates,
+)
 from cadenza.scaling.workers import UnderPartitioned, WorkerDemand, workers_for
 
 __all__ = [
     "STRATEGIES",
     "Action",
+    "ClosedWindow",
     "ControllerSettings",
     "InstanceRates",
     "PoolController",
     "PoolDecision",
     "RateSample",
     "RateWindow",
+    "SubTopologyRates",
     "TrueRateMeter",
+    "TrueRates",
     "UnderPartitioned",
     "WorkerDemand",
     "decide",
+    "encode_true_rates",
+    "parse_true_rates",
     "plan",
     "raw_parallelism",
     "window_rates",

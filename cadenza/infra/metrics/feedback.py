@@ -22,6 +22,7 @@ __all__ = [
     "FEEDBACK_CODEC",
     "KIND_HEADER",
     "POOL_DECISION_KIND",
+    "TRUE_RATES_KIND",
     "FeedbackRecord",
     "decode_feedback",
     "encode_feedback",
@@ -43,6 +44,10 @@ POOL_DECISION_KIND = b"pool-decision"
 
 CRITICAL_PARTICIPATION_KIND = b"critical-participation"
 """A window's critical-participation summary (JSON, ``cadenza analyze``)."""
+
+TRUE_RATES_KIND = b"true-rates"
+"""A worker's per-sub-topology true and observed rates over one window (JSON, keyed by worker id;
+:func:`cadenza.scaling.rates.parse_true_rates` reads it)."""
 
 _KEY_SEPARATOR = "\x00"
 _TIME_FIELDS = ("window_start", "window_end", "produced_at")
