@@ -1,10 +1,12 @@
-"""The feedback topic's summaries for the page: the critical path and the pool's scaling decisions.
+"""The feedback topic's summaries for the page: the critical path, the pool's scaling decisions and
+the workers' true rates.
 
 The feedback topic carries the stats job's Avro statistics (which the dashboard does not show) and,
-from ``cadenza analyze`` and ``cadenza pool``, JSON summaries marked by their ``cadenza-kind`` header
-(the same header the workers' feedback reader skips them by). The newest of each kind is shown as it
-is. Anything else (Avro, an unknown kind, a body that is not a JSON object) is skipped and counted,
-never an error: the topic is shared.
+from ``cadenza analyze``, ``cadenza pool`` and the workers, JSON summaries marked by their
+``cadenza-kind`` header (the same header the workers' feedback reader skips them by). The newest of
+each kind is shown as it is (for true rates: the newest window of whichever worker published last).
+Anything else (Avro, an unknown kind, a body that is not a JSON object) is skipped and counted, never
+an error: the topic is shared.
 """
 
 from __future__ import annotations
@@ -16,17 +18,26 @@ from confluent_kafka import Message
 
 from cadenza.dashboard.follower import TopicFollower
 from cadenza.infra.kafka.headers import get_header
-from cadenza.infra.metrics.feedback import CRITICAL_PARTICIPATION_KIND, KIND_HEADER, POOL_DECISION_KIND
+from cadenza.infra.metrics.feedback import (
+    CRITICAL_PARTICIPATION_KIND,
+    KIND_HEADER,
+    POOL_DECISION_KIND,
+    TRUE_RATES_KIND,
+)
 from cadenza.settings import KafkaSettings
 
 __all__ = ["FeedbackReader", "classify"]
 
 
-_SECTIONS = {CRITICAL_PARTICIPATION_KIND: "critical_path", POOL_DECISION_KIND: "pool"}
+_SECTIONS = {
+    CRITICAL_PARTICIPATION_KIND: "critical_path",
+    POOL_DECISION_KIND: "pool",
+    TRUE_RATES_KIND: "true_rates",
+}
 
 
 def classify(kind: bytes | None, value: bytes | None) -> tuple[str, dict[str, Any]] | None:
-    """``("critical_path" | "pool", summary)`` for a summary the page shows, else ``None``."""
+    """``("critical_path" | "pool" | "true_rates", summary)`` for a summary the page shows, else ``None``."""
     section = _SECTIONS.get(kind) if kind is not None else None
     if section is None or not value:
         return None
@@ -57,6 +68,6 @@ class FeedbackReader(TopicFollower):
                 self._latest[found[0]] = found[1]
 
     def extras(self) -> dict[str, Any]:
-        """What the page's critical-path and pool sections show (``None``: not available yet)."""
+        """What the page's critical-path, pool and true-rates sections show (``None``: not available yet)."""
         with self._lock:
-            return {"critical_path": self._latest.get("critical_path"), "pool": self._latest.get("pool")}
+            return {section: self._latest.get(section) for section in _SECTIONS.values()}

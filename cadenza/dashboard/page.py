@@ -144,6 +144,8 @@ def render_page(view: Json) -> str:
   <div id="critical-path" class="extra">not available</div>
   <h2>Pool decisions</h2>
   <div id="pool" class="extra">not available</div>
+  <h2>True rates</h2>
+  <div id="true-rates" class="extra">not available</div>
 </section>
 <script id="initial-state" type="application/json">{initial}</script>
 <script src="/static/uPlot.iife.min.js"></script>

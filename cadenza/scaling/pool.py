@@ -8,6 +8,11 @@ the ``cadenza-kind: pool-decision`` header so workers skip it) and exported as
 ``cadenza_pool_desired_workers`` / ``cadenza_pool_workers``. On Kubernetes the same decision drives a
 Deployment through an HPA on the desired-workers metric (see ``docker/k8s/``).
 
+The same rates are on the feedback topic when the workers have one (``--feedback-topic``): each worker
+publishes every rate window there (header ``cadenza-kind: true-rates``, key its worker id; read with
+:func:`cadenza.scaling.rates.parse_true_rates`). The pool still scrapes: a scrape needs no topic, and it
+reaches workers that were given none.
+
 Workers stop with SIGTERM, so a scale-in hands their partitions over cleanly (commit, leave group).
 """
 

@@ -118,7 +118,9 @@ class WorkerConfig(BaseSettings):
 
     spans_topic: str | None = _field(None, "Send sampled per-operator spans to this topic.")
     span_sample_ratio: float = _field(0.01, "Share of traces sent to the spans topic.", gt=0.0, le=1.0)
-    feedback_topic: str | None = _field(None, "Read cost statistics of the stats job from this topic.")
+    feedback_topic: str | None = _field(
+        None, "Read the stats job's cost statistics from this topic; publish the worker's true rates to it."
+    )
     activities_topic: str = _field(
         ACTIVITIES_TOPIC,
         "Send the worker's activity trace to this topic (for cadenza analyze); 'off' sends none.",

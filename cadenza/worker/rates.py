@@ -5,27 +5,41 @@ records processed at the sub-topology's entry, the entry's run-time sum (a sub-t
 inside its entry's measured run, so that sum is its busy time) and the records its steps produced to
 sink and repartition topics. :class:`cadenza.scaling.rates.TrueRateMeter` differences them over
 windows; the results are exported as gauges at scrape time.
+
+With a feedback topic, the worker also publishes every closed window there (:class:`RatesPublisher`):
+one record per window, key the worker id, header ``cadenza-kind: true-rates``, the JSON body of
+:func:`cadenza.scaling.rates.encode_true_rates`. The worker's loop closes the windows at their
+period (a worker nobody scrapes publishes too); scrapes and the loop share the meter's windows, so
+each window is published once, with the same rates the gauges show.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 
+from confluent_kafka import KafkaError, KafkaException, Message
+
 from cadenza.errors import ConfigError
 from cadenza.infra.metrics import names
+from cadenza.infra.metrics.feedback import KIND_HEADER, TRUE_RATES_KIND
 from cadenza.infra.metrics.prometheus import PrometheusExporter
-from cadenza.scaling.rates import RateSample, TrueRateMeter
+from cadenza.scaling.rates import RateSample, TrueRateMeter, encode_true_rates, true_rates_of
 from cadenza.scheduling.clock import Clock, SystemClock
 from cadenza.worker.context_stamps import TaskSchedule
+from cadenza.worker.output import ProducerLike
 
 __all__ = [
     "DEFAULT_RATE_WINDOW_S",
+    "RatesPublisher",
     "SubTopologyKey",
     "rate_window_from_env",
     "sub_topology_samples",
     "track_true_rates",
 ]
+
+_log = logging.getLogger("cadenza.worker.rates")
 
 DEFAULT_RATE_WINDOW_S = 10.0
 """Long enough to hold many quanta, short enough for a controller evaluating every 10-30 s."""
@@ -99,3 +113,55 @@ def track_true_rates(
         names.OBSERVED_OUTPUT_RATE, lambda: {k: r.observed_output for k, r in meter.rates().items()}
     )
     return meter
+
+
+class RatesPublisher:
+    """Sends each closed window of a worker's meter to the feedback topic once.
+
+    :meth:`poll` runs on the worker's loop after every step: until the open window is due (or a
+    scrape has closed one), it costs a clock read and two comparisons. ``producer`` is the worker's
+    own (its output's): the record is queued, never flushed, and served with the rest. A record the
+    local queue refuses, or the broker does not take, is counted (:attr:`dropped`, :attr:`failed`)
+    and logged, never waited for: the next window carries fresh rates anyway, while a stalled loop
+    would delay every pipeline. A loop stalled past a whole window (a long user call) publishes the
+    newest window when it comes back; those in between were closed by scrapes and are skipped.
+    """
+
+    def __init__(
+        self, meter: TrueRateMeter[SubTopologyKey], worker_id: str, producer: ProducerLike, topic: str
+    ) -> None:
+        self._meter = meter
+        self._worker = worker_id
+        self._key = worker_id.encode()
+        self._producer = producer
+        self.topic = topic
+        self._headers = [(KIND_HEADER, TRUE_RATES_KIND)]
+        #: The index of the last window published (0: none yet).
+        self.published = 0
+        self.dropped = 0
+        self.failed = 0
+
+    def poll(self) -> bool:
+        """Publish the last closed window if it is new (closing the open one if due); whether it did."""
+        meter = self._meter
+        if meter.closed == self.published and meter.clock.now() < meter.closes_at:
+            return False
+        window = meter.window()
+        if window is None or window.index == self.published:
+            return False
+        self.published = window.index
+        try:
+            value = encode_true_rates(true_rates_of(self._worker, window))
+            self._producer.produce(
+                self.topic, value, self._key, headers=self._headers, on_delivery=self._delivered
+            )
+        except (ValueError, BufferError, KafkaException) as exc:
+            self.dropped += 1
+            _log.warning("true rates of window %d not published to %s: %s", window.index, self.topic, exc)
+            return False
+        return True
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self.failed += 1
+            _log.warning("true rates not delivered to %s: %s", self.topic, error.str())

@@ -97,7 +97,7 @@ from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.output import Output
 from cadenza.worker.plan import Decode, WorkerPlan, assemble
 from cadenza.worker.quarantine import QuarantineGuard, quarantine_topic_spec
-from cadenza.worker.rates import track_true_rates
+from cadenza.worker.rates import RatesPublisher, track_true_rates
 from cadenza.worker.rebalance import Rebalance
 from cadenza.worker.restoring import StateRestorer
 from cadenza.worker.task import Task
@@ -152,7 +152,8 @@ class Worker:
 
     Observability: ``exporter`` receives per-operator counters and histograms (one is made if not
     given); with ``spans_topic`` a sampled share (``span_sample_ratio``) of executions is sent there as
-    Avro spans; with ``feedback_topic`` cost statistics from the stats job refine the estimates.
+    Avro spans; with ``feedback_topic`` cost statistics from the stats job refine the estimates, and
+    the worker publishes its true rates there every rate window (:class:`.rates.RatesPublisher`).
     ``watermark_idle_timeout``: seconds after which an input that delivers nothing stops holding a
     window's watermark back (``None``: never; windows then wait for every input); each firing is
     counted in ``cadenza_watermark_idle_timeouts_total`` and logged once per input (see
@@ -311,6 +312,8 @@ class Worker:
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.emitter: SpanEmitter | None = None
         self.feedback: FeedbackConsumer | None = None
+        #: Publishes each rate window to the feedback topic (``None``: no feedback topic, or not started).
+        self.rates_publisher: RatesPublisher | None = None
         self.activities_topic = activities_topic
         self.trace: KafkaActivityTrace | None = None
         #: The trace recorder's ``record``, or ``None``: one test per interval on the hot loop.
@@ -507,6 +510,10 @@ class Worker:
         self.exporter.register_callback(names.BUFFERED_RECORDS, lambda: len(self.scheduler))
         self.exporter.register_callback(names.PAUSED_PARTITIONS, lambda: len(self._flow.paused))
         self.rates = track_true_rates(self.exporter, self._schedules, window_s=self.rate_window_s)
+        if self.feedback_topic is not None:
+            self.rates_publisher = RatesPublisher(
+                self.rates, self.worker_id, self._output.producer, self.feedback_topic
+            )
         tenants = {graph.name: graph.tenant for graph in self.graphs}
         targets: dict[tuple[str, ...], float | int] = {
             (g.tenant, g.name): g.latency_target_s for g in self.graphs
@@ -749,6 +756,9 @@ class Worker:
             checkpoint.take()
         if checkpoint.open:
             checkpoint.advance(self._committing())
+        publisher = self.rates_publisher
+        if publisher is not None:
+            publisher.poll()
         self.counters.batches += 1
         if self.trace is not None:
             self.trace.recorder.poll(time.time())

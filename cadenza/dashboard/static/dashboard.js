@@ -140,6 +140,7 @@
     renderWorkers(view.workers);
     renderExtra("critical-path", view.extras.critical_path);
     renderExtra("pool", view.extras.pool);
+    renderExtra("true-rates", view.extras.true_rates);
     renderDiscovery(view.extras.discovery);
     drawHistory(view);
     const when = view.last_poll ? new Date(view.last_poll * 1000).toLocaleTimeString() : "never";

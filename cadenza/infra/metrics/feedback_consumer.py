@@ -112,6 +112,8 @@ class FeedbackConsumer(Lifecycle):
         self._newest: dict[_OperatorKey, tuple[float, float]] = {}
         # Written by the reading thread only.
         self.received = 0
+        #: Records of another ``cadenza-kind`` (a ``KIND_HEADER``), skipped as not statistics.
+        self.other_kinds = 0
         self.malformed = 0
         self.invalid = 0
         self.outdated = 0
@@ -204,7 +206,10 @@ class FeedbackConsumer(Lifecycle):
                 _log.warning("%s", self.last_error)
             return
         if get_header(message.headers(), KIND_HEADER) is not None:
-            return  # another kind of record on the topic (a pool decision), not statistics
+            # another kind of record on the topic (a pool decision, a worker's true rates, a
+            # critical-path summary), not statistics: not this reader's, and not malformed either
+            self.other_kinds += 1
+            return
         self.received += 1
         try:
             record = decode_feedback(message.value(), message.headers())
