@@ -119,7 +119,8 @@ class FlowControl:
         return decision
 
     def forget(self, keys: Collection[PartitionKey]) -> None:
-        """Partitions that went: a later assignment of them starts unpaused (the client's own state)."""
+        """Partitions that went: a later assignment of them starts unpaused (the rebalance handler
+        resumes them in the client before they go, see :mod:`cadenza.worker.rebalance`)."""
         for key in keys:
             self.paused.pop(key, None)
 

@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 __all__ = ["Rebalance"]
 
@@ -155,6 +155,15 @@ class Rebalance:
         self._drop(consumer, partitions, "lost")
 
     def _drop(self, consumer: Consumer | None, partitions: list[TopicPartition], why: str) -> None:
+        if consumer is not None and partitions:
+            # librdkafka keeps an application pause across an incremental unassign and assign: a
+            # partition the flow control paused before it went would come back paused, while the
+            # worker forgets it was (and so never resumes it): it would never be fetched again. So a
+            # partition leaves unpaused.
+            try:
+                consumer.resume(partitions)
+            except KafkaException as exc:
+                _log.warning("could not resume %s before it left: %s", _names(partitions), exc)
         dropped = self._forget(partitions)
         keys = [(tp.topic, tp.partition) for tp in partitions]
         with self._lock:
