@@ -33,6 +33,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from cadenza.infra.kafka.clients import make_admin, make_producer
+from cadenza.infra.kafka.errors import KafkaClientError
 from cadenza.infra.kafka.offsets import end_offsets
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.feedback import KIND_HEADER, POOL_DECISION_KIND
@@ -239,7 +240,13 @@ class Pool:
         """One evaluation: observe, decide, log, publish, apply. None while nothing can be decided."""
         if self.processes.reap():
             self.controller.reconfigured(len(self.processes))
-        arrivals = self.arrival_rates()
+        try:
+            arrivals = self.arrival_rates()
+        except KafkaClientError as exc:
+            # A broker too slow to answer this once must not stop the pool (and its workers): the
+            # window is skipped, and the next one measures arrivals from the last ends it read.
+            _log.warning("no decision this window: arrival rates unavailable: %s", exc)
+            return None
         workers = self._scrape()
         if arrivals is None:
             return None
