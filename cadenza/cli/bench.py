@@ -158,8 +158,10 @@ def s1(
 def scaling(out: OutOption, quick: QuickOption = False, bootstrap: BootstrapOption = None) -> None:
     """S4: DS2 against a threshold autoscaler sizing real worker processes, from 1 and from too many.
 
-    Writes OUT/scaling.json (per run: workers, desired, input rate and lag over time, scaling actions,
-    direction changes) and OUT/scaling.png.
+    First a sweep of fixed pools finds the minimum sufficient pool per input rate. Writes
+    OUT/scaling.json (the sweep; per run: workers, desired, input rate, lag and the LS tenant's
+    latency over time, scaling actions, decisions to reach the minimum, time held; the issue's
+    targets) and OUT/scaling.png. The full run takes about 50 minutes, --quick about 10.
     """
     module = load_benchmark("bench_scaling")
     config = module.quick_config() if quick else module.ScalingConfig()
