@@ -47,7 +47,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -97,6 +97,11 @@ class S1Config:
     span_sample_ratio: float = 0.05
     #: The cadenza workers' --metrics-port (None: a free one per run); `cadenza demo`'s dashboard scrapes it.
     metrics_port: int | None = None
+    #: Without an external broker: a fresh embedded broker for the calibration and for every run. The
+    #: embedded broker keeps every record in memory and its CPU per request grows with what it holds,
+    #: so on one broker for all runs the later runs (and not the calibration) share the cores with a
+    #: busier broker.
+    broker_per_run: bool = True
 
 
 #: The ``--load`` range: below it the bursts hardly queue; above it BA's backlog outgrows the drain.
@@ -881,6 +886,16 @@ def broker_settings(bootstrap: str | None) -> Iterator[KafkaSettings]:
         yield KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers)
 
 
+@contextmanager
+def run_broker(bootstrap: str | None, shared: KafkaSettings | None) -> Iterator[KafkaSettings]:
+    """The shared broker's settings, or (``shared`` None) those of a broker for this run only."""
+    if shared is not None:
+        yield shared
+        return
+    with broker_settings(bootstrap) as settings:
+        yield settings
+
+
 def run_benchmark(
     out: Path,
     *,
@@ -900,8 +915,11 @@ def run_benchmark(
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     runs: dict[str, list[dict[str, Any]]] = {system: [] for system in config.systems}
-    with broker_settings(bootstrap) as settings:
-        capacity = calibrate(settings, config, out / "logs", progress)
+    with ExitStack() as stack:
+        per_run = config.broker_per_run and not bootstrap
+        shared = None if per_run else stack.enter_context(broker_settings(bootstrap))
+        with run_broker(bootstrap, shared) as settings:
+            capacity = calibrate(settings, config, out / "logs", progress)
         ba_rate = capacity.ba_rate(config)
         progress(
             f"input: LS {config.ls_rate:g}/s steady, BA {ba_rate:,.0f}/s mean in bursts "
@@ -914,11 +932,10 @@ def run_benchmark(
             for system in order:
                 progress(f"repetition {repetition + 1}/{config.repetitions}: {system}")
                 try:
-                    runs[system].append(
-                        run_system(
-                            system, settings, config, capacity, repetition, out, progress, peers.get(system)
-                        )
-                    )
+                    peer = peers.get(system)
+                    with run_broker(bootstrap, shared) as settings:
+                        run = run_system(system, settings, config, capacity, repetition, out, progress, peer)
+                    runs[system].append(run)
                 except Exception as exc:  # one system failing must not lose the others' results
                     progress(f"  {system} failed: {exc}")
     systems = {system: median_run(entries) for system, entries in runs.items() if entries}
