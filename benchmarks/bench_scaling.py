@@ -228,7 +228,7 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def run_one(
-    bootstrap: str | None,
+    settings: KafkaSettings,
     config: ScalingConfig,
     autoscaler: str,
     start: int,
@@ -239,23 +239,9 @@ def run_one(
 ) -> dict[str, Any]:
     """One pool under ``autoscaler`` (``ds2``, ``threshold`` or ``fixed``) through ``phases``.
 
-    Each run has an embedded broker of its own (unless ``bootstrap`` names one): the embedded broker
-    keeps every record in memory and its CPU per request grows with what it holds (137% of a core
-    after 12 minutes of S4 here), so runs sharing one would not be comparable."""
-    with broker_settings(bootstrap) as settings:
-        return _run_one(settings, config, autoscaler, start, phases, logs=logs, progress=progress)
-
-
-def _run_one(
-    settings: KafkaSettings,
-    config: ScalingConfig,
-    autoscaler: str,
-    start: int,
-    phases: Sequence[tuple[float, float]],
-    *,
-    logs: Path,
-    progress: Callable[[str], None],
-) -> dict[str, Any]:
+    Callers give each run a broker of its own (a fresh embedded one unless ``--bootstrap`` names
+    one): the embedded broker keeps every record in memory and its CPU per request grows with what it
+    holds (1.5 cores five minutes into an S4 run), so runs sharing one would not be comparable."""
     name = f"s4-{uuid.uuid4().hex[:6]}"
     source, sink, ls_source, ls_sink = f"{name}-in", f"{name}-out", f"{name}-ls-in", f"{name}-ls-out"
     specs = [TopicSpec(t, PARTITIONS) for t in (source, sink)]
@@ -412,9 +398,10 @@ def sweep(
         points: list[dict[str, Any]] = []
         minimum: int | None = None
         for workers in range(first, config.max_workers + 1):
-            run = run_one(
-                bootstrap, config, "fixed", workers, [(rate, config.sweep_s)], logs=logs, progress=progress
-            )
+            with broker_settings(bootstrap) as settings:
+                run = run_one(
+                    settings, config, "fixed", workers, [(rate, config.sweep_s)], logs=logs, progress=progress
+                )
             points.append(keeps_up(run, rate))
             progress(f"sweep at {rate:g}/s: {points[-1]}")
             if points[-1]["keeps_up"]:
@@ -522,7 +509,8 @@ def run_benchmark(
         for start in (1, over_start):
             # What is measured so far is kept, should a later run fail.
             write_result(out, "scaling.json", _result(config, phases, minimum, runs, complete=False))
-            run = run_one(bootstrap, config, autoscaler, start, phases, logs=logs, progress=progress)
+            with broker_settings(bootstrap) as settings:
+                run = run_one(settings, config, autoscaler, start, phases, logs=logs, progress=progress)
             run["phases"] = [
                 phase_summary(run, i, minimum[f"{rate:g}"]["minimum"], seconds)
                 for i, (rate, seconds) in enumerate(phases)
