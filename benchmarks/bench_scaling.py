@@ -432,7 +432,7 @@ def phase_summary(run: dict[str, Any], phase: int, minimum: int | None, seconds:
         "scaling_actions": len(actions),
         "actions_to_minimum": len(actions) if at_minimum else None,
         "converged_at_s": round(last_change_t - phase_start, 1) if at_minimum else None,
-        "held_s": round(phase_start + seconds - last_change_t, 1) if at_minimum else 0.0,
+        "held_s": round(max(0.0, phase_start + seconds - last_change_t), 1) if at_minimum else 0.0,
         "final_workers": points[-1]["workers"],
         "final_lag": points[-1]["lag"],
         "lag_drained": points[-1]["lag"] is not None and points[-1]["lag"] <= points[-1]["input_rate"],
