@@ -30,7 +30,10 @@ __all__ = [
     "decode_or_fresh",
     "encode_context",
     "new_trace_id",
+    "pack_trace_id",
     "retrace",
+    "retrace_parts",
+    "trace_id_bits",
 ]
 
 CONTEXT_HEADER = "cadenza-ctx"
@@ -106,6 +109,13 @@ def new_trace_id() -> int:
     return _trace_rng.getrandbits(64)
 
 
+def trace_id_bits() -> Callable[[int], int]:
+    """The trace-id generator's ``getrandbits``, for a loop that makes many ids (call it with 64,
+    as :func:`new_trace_id` does). Take it per loop rather than keep it: a bound method kept on an
+    object would pickle the generator's state with it."""
+    return _trace_rng.getrandbits
+
+
 def encode_context(ctx: SchedulingContext) -> bytes:
     """Serialize ``ctx`` for the ``cadenza-ctx`` header.
 
@@ -175,6 +185,20 @@ def retrace(encoded: bytes, trace_id: int) -> bytes:
         return encoded[:_TRACE_AT] + _pack_trace(trace_id) + encoded[_TRACE_END:]
     except struct.error as exc:
         raise ValueError(f"trace id cannot be encoded ({exc}): {trace_id!r}") from None
+
+
+def retrace_parts(encoded: bytes) -> tuple[bytes, bytes]:
+    """The bytes of ``encoded`` (from :func:`encode_context`) before and after its trace id.
+
+    ``before + pack_trace_id(trace_id) + after`` is ``retrace(encoded, trace_id)``: a sink stamping
+    many results of one context splits its bytes once and packs only the trace id per result.
+    """
+    return encoded[:_TRACE_AT], encoded[_TRACE_END:]
+
+
+pack_trace_id: Callable[[int], bytes] = _pack_trace
+"""A trace id's eight bytes in the ``cadenza-ctx`` header (see :func:`retrace_parts`), the C
+function itself (no Python frame per result); :class:`struct.error` for one outside 0..2**64-1."""
 
 
 def _canonical_us(seconds: float, rounded: int) -> int:

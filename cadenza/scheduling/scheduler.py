@@ -326,6 +326,33 @@ class Scheduler(Generic[K, T]):
             if self._active is None or self._active._part is not part:
                 self._push(part)
 
+    def enqueue_run(self, key: K, ctx: SchedulingContext, items: list[T]) -> None:
+        """Append records that share the context object ``ctx`` to their operator-partition, in order.
+
+        The same as :meth:`enqueue` of each with ``ctx``, one after the other, for one call per run
+        instead of one per record: the worker admits a fetched batch and queues each partition's
+        records once the batch is decoded.
+        """
+        count = len(items)
+        if not count:
+            return
+        part = self._parts.get(key)
+        if part is None:
+            part = self._parts[key] = _OpPartition(key)
+        part.queue.extend(items)
+        self._size += count
+        runs = part.runs
+        if runs:
+            tail = runs[-1]
+            if tail.ctx is ctx:
+                tail.left += count
+                return
+        run = _Run(ctx)
+        run.left = count
+        runs.append(run)
+        if len(runs) == 1 and (self._active is None or self._active._part is not part):
+            self._push(part)
+
     def next_batch(self) -> Quantum[K, T] | None:
         """Close the open quantum, if any, and open one on the best operator-partition (``None`` if idle)."""
         if self._active is not None:

@@ -43,7 +43,9 @@ unit, and everything that reads a trace id per record (spans, outgoing contexts)
 
 from __future__ import annotations
 
+import math
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from copy import copy
 from dataclasses import dataclass
@@ -63,7 +65,8 @@ from cadenza.scheduling.context import (
     decode_context,
     encode_context,
     new_trace_id,
-    retrace,
+    pack_trace_id,
+    retrace_parts,
 )
 from cadenza.scheduling.policy import OperatorInfo, SchedulingPolicy, SourceRecordInfo
 from cadenza.worker.operators.window_step import WindowOp
@@ -81,6 +84,8 @@ __all__ = [
     "first_close_after",
     "window_delay",
 ]
+
+_INF = math.inf
 
 CloseTime = Callable[[float], float]
 
@@ -205,6 +210,7 @@ class TaskSchedule:
         "policy",
         "release",
         "run",
+        "shares_source_contexts",
         "task",
         "tenant",
         "trusted",
@@ -251,6 +257,8 @@ class TaskSchedule:
         self._fresh_info.operator_id = self.operator_id
         self._same_pipeline = OperatorInfo(self.pipeline, self.operator_id, self.window is not None)
         self._shares = policy.shares_source_contexts
+        #: Whether records read from the source without headers may share contexts (see :meth:`context`).
+        self.shares_source_contexts = self.from_source and self._shares
         #: Whether the policy keeps the info objects its hooks get: then each call gets its own.
         self._keeps_info = policy.keeps_hook_info
         #: Per input partition, the last fresh context made: ``(admission time, arrival, window close,
@@ -388,7 +396,17 @@ class SinkStamper:
     the worker reading it builds its own context for its pipeline anyway (keeping the trace id).
     """
 
-    __slots__ = ("_encoded", "delay", "emitter", "latency_target", "metrics")
+    __slots__ = (
+        "_after",
+        "_before",
+        "_ctx",
+        "_encoded",
+        "_frontier",
+        "delay",
+        "emitter",
+        "latency_target",
+        "metrics",
+    )
 
     def __init__(
         self,
@@ -403,11 +421,17 @@ class SinkStamper:
         self.delay = delay
         self.metrics = metrics
         self.emitter = emitter
-        #: Header bytes by ``(id(context in), frontier)``, with the context kept alive so its id is
-        #: not reused: the next result of the same run differs only by its trace id (see
-        #: :func:`~cadenza.scheduling.context.retrace`). Quanta of several partitions interleave, so
-        #: one entry would not do; it is cleared when full.
-        self._encoded: dict[tuple[int, float], tuple[SchedulingContext, bytes]] = {}
+        #: Header bytes before and after the trace id, by ``(id(context in), frontier)``, with the
+        #: context kept alive so its id is not reused: the next result of the same run differs only
+        #: by its trace id (see :func:`~cadenza.scheduling.context.retrace_parts`). Quanta of
+        #: several partitions interleave, so one entry would not do; it is cleared when full.
+        self._encoded: dict[tuple[int, float], tuple[SchedulingContext, bytes, bytes]] = {}
+        #: The entry used last, checked first (by identity, no key to build): a quantum's results
+        #: come from one run or a few.
+        self._ctx: SchedulingContext | None = None
+        self._frontier = math.nan
+        self._before = b""
+        self._after = b""
 
     def __call__(self, unit: Unit, window: Window | None, value: object) -> bytes | None:
         ctx = unit.ctx
@@ -421,7 +445,15 @@ class SinkStamper:
         latency = now - frontier
         target = self.latency_target
         metrics = self.metrics
-        metrics.record_sink(latency, latency <= target)
+        # OperatorMetrics.record_sink, inlined: once per result
+        histogram = metrics.e2e_latency
+        if 0.0 <= latency < _INF:
+            histogram.counts[bisect_left(histogram.bounds, latency)] += 1
+            histogram.sum += latency
+        if latency <= target:
+            metrics.deadlines_met += 1
+        else:
+            metrics.deadlines_missed += 1
         emitter = self.emitter
         trace_id = unit.trace_id
         if emitter is not None:
@@ -439,24 +471,30 @@ class SinkStamper:
                 now,
                 sink=True,
             )
+        if ctx is self._ctx and frontier == self._frontier:  # the common case: the same run
+            return self._before + pack_trace_id(trace_id) + self._after
         cache_key = (id(ctx), frontier)
         known = self._encoded.get(cache_key)
-        if known is not None:
-            return retrace(known[1], trace_id)
-        raw = encode_context(
-            SchedulingContext(
-                ctx.pipeline_id,
-                ctx.tenant_id,
-                frontier,
-                ctx.latency_target,
-                ctx.priority,
-                0.0,
-                ctx.hops + 1,
-                trace_id,
+        if known is None:
+            raw = encode_context(
+                SchedulingContext(
+                    ctx.pipeline_id,
+                    ctx.tenant_id,
+                    frontier,
+                    ctx.latency_target,
+                    ctx.priority,
+                    0.0,
+                    ctx.hops + 1,
+                    trace_id,
+                )
             )
-        )
-        encoded = self._encoded
-        if len(encoded) >= _ENCODED_CACHE_SIZE:
-            encoded.clear()
-        encoded[cache_key] = (ctx, raw)
-        return raw
+            encoded = self._encoded
+            if len(encoded) >= _ENCODED_CACHE_SIZE:
+                encoded.clear()
+            before, after = retrace_parts(raw)
+            known = encoded[cache_key] = (ctx, before, after)
+        self._ctx, before, after = known
+        self._frontier = frontier
+        self._before = before
+        self._after = after
+        return before + pack_trace_id(trace_id) + after

@@ -20,6 +20,7 @@ the worker's successor on this host knows the record a death interrupted without
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -104,10 +105,20 @@ class Executor:
         return ran
 
     def run_quantum(self, quantum: Quantum[SchedKey, Unit], schedule: TaskSchedule) -> int:
-        """Run one quantum's records, measuring each; one reply to the policy for the quantum."""
+        """Run one quantum's records, measuring each; one reply to the policy for the quantum.
+
+        Each record's queue wait and run time go to the operator's histograms as it runs (their
+        buckets); the histograms' sums and the processed count are added once for the quantum,
+        also when a step stops the pipeline halfway through it.
+        """
         run = schedule.run
         metrics = schedule.metrics
-        record_run = metrics.record_run
+        queue_waits = metrics.queue_wait
+        wait_counts = queue_waits.counts
+        wait_bounds = queue_waits.bounds
+        run_times = metrics.run_time
+        run_counts = run_times.counts
+        run_bounds = run_times.bounds
         policy = self.policy
         pipeline = schedule.pipeline
         operator = schedule.operator_id
@@ -126,35 +137,42 @@ class Executor:
         busy = 0.0
         waited = 0.0
         last = None
-        for ctx, unit in quantum:
-            words[0] = unit.offset
-            started = perf()
-            run(unit, unit.key, unit.value, unit.event_time, None)
-            finished = perf()
-            words[0] = idle
-            pending = unit.pending
-            if pending is not None:
-                pending[1] -= 1
-            run_time = finished - started
-            queue_wait = started - unit.enqueued
-            busy += run_time
-            waited += queue_wait
-            record_run(queue_wait, run_time)
-            if emit is not None:
-                emit(
-                    tenant,
-                    pipeline,
-                    operator,
-                    partition,
-                    unit.trace_id,
-                    queue_wait,
-                    run_time,
-                    ctx.frontier_time,
-                    ctx.latency_target,
-                    wall + finished,
-                )
-            last = ctx
-            ran += 1
+        try:
+            for ctx, unit in quantum:
+                words[0] = unit.offset
+                started = perf()
+                run(unit, unit.key, unit.value, unit.event_time, None)
+                finished = perf()
+                words[0] = idle
+                pending = unit.pending
+                if pending is not None:
+                    pending[1] -= 1
+                run_time = finished - started
+                queue_wait = started - unit.enqueued  # both from perf_counter: finite, not negative
+                busy += run_time
+                waited += queue_wait
+                # OperatorMetrics.record_run, inlined: the buckets once per record
+                wait_counts[bisect_left(wait_bounds, queue_wait)] += 1
+                run_counts[bisect_left(run_bounds, run_time)] += 1
+                if emit is not None:
+                    emit(
+                        tenant,
+                        pipeline,
+                        operator,
+                        partition,
+                        unit.trace_id,
+                        queue_wait,
+                        run_time,
+                        ctx.frontier_time,
+                        ctx.latency_target,
+                        wall + finished,
+                    )
+                last = ctx
+                ran += 1
+        finally:
+            metrics.processed += ran
+            queue_waits.sum += waited
+            run_times.sum += busy
         record = self.record
         if record is not None:
             record("processing", wall + quantum_start, wall + perf(), f"{pipeline}/{operator}")

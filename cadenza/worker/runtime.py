@@ -73,12 +73,14 @@ from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.infra.metrics.topics import metrics_topic_specs
 from cadenza.pipelines import Pipeline, PipelineGraph
 from cadenza.scheduling.clock import Clock
+from cadenza.scheduling.context import SchedulingContext, trace_id_bits
 from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policy import SchedulingPolicy
 from cadenza.scheduling.registry import resolve_policy
 from cadenza.scheduling.scheduler import Scheduler
 from cadenza.settings import KafkaSettings
 from cadenza.state.factory import StoreFactory, store_factory
+from cadenza.worker.admission import PartitionBatch, StageBatch, observable_wait
 from cadenza.worker.checkpoint import Checkpoint
 from cadenza.worker.config import WorkerConfig
 from cadenza.worker.context_stamps import TaskSchedule
@@ -91,7 +93,7 @@ from cadenza.worker.fetcher import Fetcher, FlowControl
 from cadenza.worker.gc_tuning import GcTuning
 from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_spec
 from cadenza.worker.idle_clock import IdleClock
-from cadenza.worker.inflight import PartitionProgress, Pending
+from cadenza.worker.inflight import Pending
 from cadenza.worker.lanes import Lane, plan_lanes, topic_targets
 from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.output import Output
@@ -765,23 +767,17 @@ class Worker:
         return len(messages)
 
     def admit(self, messages: list[Message]) -> None:
-        """Decode each record for each sub-topology reading its topic and queue the units."""
-        stages = self._stages
-        inflight = self._checkpoint.inflight
-        enqueue = self.scheduler.enqueue
+        """Decode each record for each sub-topology reading its topic and queue the units.
+
+        The units are queued when the whole batch is decoded, a run at a time (see
+        :mod:`cadenza.worker.admission`), also when a decode raises.
+        """
         now = time.time()
         enqueued = time.perf_counter()
-        held = self._held
-        holds = 0
+        trace_bits = trace_id_bits()
         last_key: tuple[str, int] | None = None
-        progress = None
-        topic_stages: tuple[tuple[Decode, TaskSchedule], ...] = ()
-        run: Pending | None = None
-        #: Per partition of this batch (its records may come interleaved), what the loop needs.
-        partitions: dict[
-            tuple[str, int],
-            tuple[PartitionProgress, int, tuple[tuple[Decode, TaskSchedule], ...], Pending | None],
-        ] = {}
+        batch: PartitionBatch | None = None
+        partitions: dict[tuple[str, int], PartitionBatch] = {}
         units = 0
         # Decoding and context stamping run user code too (codecs, policies): the crash slot says
         # "running, unknown" meanwhile (once per batch, not per record), so a death here pins nothing
@@ -789,70 +785,100 @@ class Worker:
         words = self._executor.words
         words[1] = UNKNOWN
         words[0] = 0
-        for message in messages:
-            if message.error() is not None and not self._usable(message):
-                continue
-            topic = message.topic()
-            partition = message.partition()
-            offset = message.offset()
-            if topic is None or partition is None or offset is None:
-                continue
-            if last_key is None or last_key[0] != topic or last_key[1] != partition:
-                last_key = (topic, partition)
-                known = partitions.get(last_key)
-                if known is None:
-                    progress = inflight.progress(topic, partition)
-                    holds = held.get(topic, 0) if held else 0
-                    topic_stages = stages.get(topic, ())
-                    # One sub-topology reads the topic and none is stopped: each record is one unit,
-                    # and the units of one operator-partition run in offset order, so the partition's
-                    # records in this batch share one pending entry (see cadenza.worker.inflight).
-                    run = None
-                    if holds == 0 and len(topic_stages) == 1:
-                        run = [offset, 0]
-                        progress.queue.append(run)  # if no record gets a unit, it is done at once
-                    partitions[last_key] = (progress, holds, topic_stages, run)
-                else:
-                    progress, holds, topic_stages, run = known
-            # A stopped pipeline's share of the record never runs, so the record never completes:
-            # it stays uncommitted for the restart that resumes the pipeline.
-            pending: Pending = [offset, holds] if run is None else run
-            before = pending[1]
-            for decode, schedule in topic_stages:
-                unit = decode(message, topic, partition, offset)
-                if unit is None:
-                    continue  # dead-lettered: done as far as the commit is concerned
-                ctx = schedule.context(unit, message, now)
-                unit.ctx = ctx
-                unit.pending = pending
-                unit.enqueued = enqueued
-                pending[1] += 1
-                enqueue(schedule.keys.get(partition) or schedule.key(partition), ctx, unit)
-                origin = unit.origin
-                if origin is None or unit.value is not None or not is_progress(origin):
-                    schedule.metrics.consumed += 1
-                    stamp = message.timestamp()[1]  # stage: fetch, or the repartition hop
-                    if stamp > 0:
-                        # LatencyHistogram.observe, inlined: once per record
-                        waited = now - stamp / 1000.0
-                        if 0.0 <= waited < _INF:
-                            histogram = schedule.arrival
-                            histogram.counts[bisect_left(histogram.bounds, waited)] += 1
-                            histogram.sum += waited
-            if progress is not None:  # InFlight.admitted, inlined: once per record
+        try:
+            for message in messages:
+                if message.error() is not None and not self._usable(message):
+                    continue
+                topic = message.topic()
+                partition = message.partition()
+                offset = message.offset()
+                if topic is None or partition is None or offset is None:
+                    continue
+                if batch is None or last_key is None or last_key[0] != topic or last_key[1] != partition:
+                    last_key = (topic, partition)
+                    batch = partitions.get(last_key)
+                    if batch is None:
+                        batch = partitions[last_key] = self._partition_batch(topic, partition, offset)
+                # A stopped pipeline's share of the record never runs, so the record never completes:
+                # it stays uncommitted for the restart that resumes the pipeline.
+                run = batch.run
+                pending: Pending = [offset, batch.holds] if run is None else run
+                before = pending[1]
+                for stage in batch.stages:
+                    unit = stage.decode(message, topic, partition, offset)
+                    if unit is None:
+                        continue  # dead-lettered: done as far as the commit is concerned
+                    stamp = message.timestamp()[1]
+                    if stamp == stage.stamp and message.headers() is None:
+                        ctx = stage.shared
+                        unit.trace_id = trace_bits(64)
+                        stage.hits += 1
+                    else:
+                        ctx = self._admit_context(stage, unit, message, now, stamp)
+                    unit.ctx = ctx
+                    unit.pending = pending
+                    unit.enqueued = enqueued
+                    pending[1] += 1
+                    if ctx is stage.ctx:
+                        stage.units.append(unit)
+                    else:
+                        stage.ctx = ctx
+                        stage.units = [unit]
+                        stage.segments.append((ctx, stage.units))  # type: ignore[arg-type]
+                progress = batch.progress  # InFlight.admitted, inlined: once per record
                 progress.fetched = offset + 1
                 if run is None:
                     if pending[1] > 0:
                         progress.queue.append(pending)
                 elif pending[1] > before:  # dead-lettered records are done: not in the run
                     run.append(offset)
-            units += pending[1] - before
-        words[0] = IDLE
+                units += pending[1] - before
+        finally:
+            words[0] = IDLE
+            scheduler = self.scheduler
+            for batch in partitions.values():
+                for stage in batch.stages:
+                    stage.queue(scheduler)
         counters = self.counters
         counters.consumed += len(messages)
         counters.units += units
         size = len(self.scheduler)
         counters.peak_buffered = max(counters.peak_buffered, size)
+
+    def _partition_batch(self, topic: str, partition: int, offset: int) -> PartitionBatch:
+        """What admitting the batch's records of one partition needs, made at its first record."""
+        progress = self._checkpoint.inflight.progress(topic, partition)
+        held = self._held
+        holds = held.get(topic, 0) if held else 0
+        topic_stages = self._stages.get(topic, ())
+        # One sub-topology reads the topic and none is stopped: each record is one unit, and the
+        # units of one operator-partition run in offset order, so the partition's records in this
+        # batch share one pending entry (see cadenza.worker.inflight).
+        run: Pending | None = None
+        if holds == 0 and len(topic_stages) == 1:
+            run = [offset, 0]
+            progress.queue.append(run)  # if no record gets a unit, it is done at once
+        stages = tuple(StageBatch(decode, schedule, partition) for decode, schedule in topic_stages)
+        return PartitionBatch(progress, holds, stages, run)
+
+    @staticmethod
+    def _admit_context(
+        stage: StageBatch, unit: Unit, message: Message, now: float, stamp: int
+    ) -> SchedulingContext:
+        """A unit's context the long way (see :meth:`TaskSchedule.context`); counts and times it."""
+        schedule = stage.schedule
+        ctx = schedule.context(unit, message, now)
+        origin = unit.origin
+        if origin is None or unit.value is not None or not is_progress(origin):
+            schedule.metrics.consumed += 1
+            waited = observable_wait(now, stamp)  # stage: fetch, or the repartition hop
+            if waited is not None:
+                histogram = schedule.arrival
+                histogram.counts[bisect_left(histogram.bounds, waited)] += 1
+                histogram.sum += waited
+            if stage.shares and message.headers() is None:
+                stage.remember(stamp, ctx, waited)
+        return ctx
 
     def run_for(self, seconds: float) -> int:
         """Run quanta, best priority first, until the buffer is empty, ``seconds`` have passed or the

@@ -295,3 +295,87 @@ def test_a_cameo_subclass_with_its_own_priority_is_asked_for_it() -> None:
     sched.enqueue("soon", ctx(1.0, latency=1.0), 1)
     sched.enqueue("late", ctx(50.0, latency=1.0), 2)
     assert run_all(sched) == [("late", 2), ("soon", 1)]
+
+
+# --- enqueue_run: a fetched batch queued per partition at its end ------------------------------
+
+_batches = st.lists(
+    st.lists(
+        st.tuples(st.sampled_from(["a0", "a1", "b0", "c0"]), st.booleans(), st.integers(0, 20)),
+        max_size=30,
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+def _contexts_of(
+    batch: list[tuple[str, bool, int]], last: dict[str, SchedulingContext]
+) -> list[tuple[str, SchedulingContext]]:
+    """Each record's key and context; ``True`` reuses the key's previous context object."""
+    out: list[tuple[str, SchedulingContext]] = []
+    for key, share, frontier in batch:
+        previous = last.get(key)
+        c = previous if share and previous is not None else ctx(float(frontier), tenant=key[0], latency=1.0)
+        last[key] = c
+        out.append((key, c))
+    return out
+
+
+def _order(
+    policy: SchedulingPolicy, batches: list[list[tuple[str, bool, int]]], grouped: bool
+) -> list[tuple[str, int]]:
+    clock = VirtualClock()
+    sched: Scheduler[str, int] = Scheduler(policy, clock=clock, max_records=3, max_seconds=None)
+    last: dict[str, SchedulingContext] = {}
+    order: list[tuple[str, int]] = []
+    item = 0
+    for batch in batches:
+        records = _contexts_of(batch, last)
+        if grouped:  # as the worker's admit: per key in order of first appearance, runs in order
+            segments: dict[str, list[tuple[SchedulingContext, list[int]]]] = {}
+            for key, c in records:
+                mine = segments.setdefault(key, [])
+                if mine and mine[-1][0] is c:
+                    mine[-1][1].append(item)
+                else:
+                    mine.append((c, [item]))
+                item += 1
+            for key, mine in segments.items():
+                for c, items in mine:
+                    sched.enqueue_run(key, c, items)
+        else:
+            for key, c in records:
+                sched.enqueue(key, c, item)
+                item += 1
+        for _ in range(3):  # run some of it before the next batch lands
+            quantum = sched.next_batch()
+            if quantum is None:
+                break
+            for taken_ctx, taken in quantum:
+                order.append((quantum.key, taken))
+                clock.advance(0.5)
+                _reply(policy, taken_ctx, taken, clock)
+    while (quantum := sched.next_batch()) is not None:
+        for taken_ctx, taken in quantum:
+            order.append((quantum.key, taken))
+            clock.advance(0.5)
+            _reply(policy, taken_ctx, taken, clock)
+    return order
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches=_batches)
+def test_enqueue_run_per_key_at_the_end_of_a_batch_equals_enqueueing_each_record(
+    batches: list[list[tuple[str, bool, int]]],
+) -> None:
+    for make in (EdfPolicy, CameoPolicy, FairPolicy):
+        expected = _order(make(), batches, grouped=False)
+        assert _order(make(), batches, grouped=True) == expected
+    assert sorted(item for _, item in expected) == list(range(sum(len(b) for b in batches)))
+
+
+def test_enqueue_run_of_nothing_queues_nothing() -> None:
+    sched: Scheduler[str, int] = Scheduler(EdfPolicy(), clock=VirtualClock())
+    sched.enqueue_run("a", ctx(1.0), [])
+    assert (len(sched), sched.runs("a"), sched.next_batch()) == (0, 0, None)

@@ -116,3 +116,17 @@ def test_a_stopping_pipeline_is_reported_and_the_others_keep_running() -> None:
     assert [s.pipeline for s in stopped] == ["a"]
     assert stopped[0].offset == 1
     assert ran == 4  # a's "ok" and "later" (the worker drops a's queue when told), b's two
+
+
+def test_a_quantum_cut_short_by_a_stopping_step_still_counts_and_times_what_ran_before_it() -> None:
+    """Counts and histogram sums are added per quantum: a failure halfway must not lose them."""
+    executor, plan, stopped = executor_for(graph("a", fail_on="bad"), quantum=4)
+    admit(plan, executor.scheduler, "a-in", ["ok", "fine", "bad", "later"])
+    executor.run_for(60.0)
+    assert [s.offset for s in stopped] == [2]
+    (schedule,) = plan.schedules
+    metrics = schedule.metrics
+    # "ok" and "fine" ran before the failure, "later" in the next quantum; "bad" never completed.
+    assert metrics.processed == 3
+    assert metrics.queue_wait.count == metrics.run_time.count == 3
+    assert metrics.queue_wait.sum > 0.0 and metrics.run_time.sum > 0.0
