@@ -363,9 +363,15 @@ def system_process(  # noqa: PLR0917 - one call site, names in the signature
 
 
 def send_phase(
-    producer: Any, topics: Topics, sends: Sequence[Send], started: float
+    producers: Mapping[str, Any], topics: Topics, sends: Sequence[Send], started: float
 ) -> list[tuple[Send, float]]:
-    """Produce ``sends`` on schedule; return each with the ``ts`` it was stamped with."""
+    """Produce ``sends`` on schedule, each tenant through its own producer (``producers[tenant]``);
+    return each with the ``ts`` it was stamped with.
+
+    One producer per tenant, as two tenants' applications would have: through one producer, LS's
+    records would queue behind BA's bursts in its buffer and on its connection to the broker,
+    first come first served before any system under test sees them.
+    """
     stamped: list[tuple[Send, float]] = []
     for send in sends:
         delay = started + send.at - time.time()
@@ -373,6 +379,7 @@ def send_phase(
             time.sleep(delay)
         ts = time.time()
         topic = topics.ls_in if send.tenant == "LS" else topics.ba_in
+        producer = producers[send.tenant]
         value = json.dumps({**send.value, "ts": ts}).encode()
         while True:
             try:
@@ -382,7 +389,8 @@ def send_phase(
                 producer.poll(0.01)
         producer.poll(0)
         stamped.append((send, ts))
-    producer.flush(30)
+    for producer in producers.values():
+        producer.flush(30)
     return stamped
 
 
@@ -539,7 +547,11 @@ def run_system(  # noqa: PLR0917
         first_id=WARMUP_FIRST_ID,
     )
     measured = plan(config, ba_rate, config.duration, bursts=True, seed=config.seed + repetition)
-    producer, _ = make_producer(settings, **{"enable.idempotence": False, "acks": "1", "linger.ms": 2})
+    producers = {
+        tenant: make_producer(settings, **{"enable.idempotence": False, "acks": "1", "linger.ms": 2})[0]
+        for tenant in ("LS", "BA")
+    }
+    producer = producers["BA"]
     reader = OutputReader(settings, topics)
     metrics_port = None if peer is not None else config.metrics_port or free_port()
     queue_wait: dict[str, dict[str, float | None]] = {}
@@ -565,11 +577,11 @@ def run_system(  # noqa: PLR0917
                 producer.produce(topics.ba_in, json.dumps(value).encode(), f"probe{probe}".encode())
                 producer.poll(0.2)
             progress(f"  {system}: running; warm-up {config.warmup:.0f} s")
-            send_phase(producer, topics, warm, time.time())
+            send_phase(producers, topics, warm, time.time())
             at_start = scrape(metrics_port) if metrics_port is not None else ""
             phase_start = time.time()
             progress(f"  {system}: measuring {config.duration:.0f} s of bursty input")
-            stamped = send_phase(producer, topics, measured, phase_start)
+            stamped = send_phase(producers, topics, measured, phase_start)
             expected = expectations(stamped, phase_start)
             drain_until = time.monotonic() + config.drain
 
