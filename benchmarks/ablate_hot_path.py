@@ -1,7 +1,8 @@
 """What the pieces of the scheduled hot path cost: the same records with one piece patched out at a time.
 
-Same set-up as ``bench_hot_path.py`` (in-memory messages of ``bench_worker.py``'s pipeline fed to a
-started worker's admit and run stages, thread CPU time, the producer's flush included). Variants:
+Measured with ``bench_hot_path.measure`` (in-memory messages of ``bench_worker.py``'s pipeline fed
+to a started worker's admit and run stages, thread CPU time, the producer's flush included), while
+one piece is patched out. Variants:
 
 - ``unscheduled``: decode and run each record at once (``bench_hot_path.run_unscheduled``);
 - ``cameo``: the worker as it is;
@@ -19,19 +20,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
-import uuid
 from typing import Any
 
-from bench_hot_path import messages, run_unscheduled
-from bench_worker import PARTITIONS, Event, enrich, is_purchase
+from bench_hot_path import measure
 
 from cadenza.infra.broker.embedded import EmbeddedBroker
-from cadenza.infra.kafka.clients import make_admin
-from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
-from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
-from cadenza.worker import Worker
 from cadenza.worker.context_stamps import SinkStamper
 from cadenza.worker.executor import Executor
 
@@ -58,34 +52,6 @@ def _patch(variant: str) -> None:
     Executor.run_quantum = _bare_run_quantum if variant == "bare_executor" else _RUN_QUANTUM  # type: ignore[method-assign]
 
 
-def measure(settings: KafkaSettings, variant: str, records: int, repeat: int) -> list[float]:
-    suffix = uuid.uuid4().hex[:8]
-    source, sink = f"abl-in-{suffix}", f"abl-out-{suffix}"
-    ensure_topics(make_admin(settings), [TopicSpec(source, PARTITIONS), TopicSpec(sink, PARTITIONS)])
-    pipeline = Pipeline(f"abl-{suffix}", tenant="bench", latency_target="1s")
-    pipeline.source(source, value=Event).filter(is_purchase).map(enrich).sink(sink)
-    policy = "fifo" if variant == "unscheduled" else "cameo"
-    worker = Worker([pipeline], settings, group=f"abl-{suffix}", policy=policy, max_buffered=records + 1)
-    worker.start()
-    output = worker._output
-    assert output is not None
-    per_record: list[float] = []
-    try:
-        for _ in range(repeat + 1):  # the first round warms up
-            batch = messages(source, records)
-            started = time.thread_time()
-            if variant == "unscheduled":
-                run_unscheduled(worker, batch)
-            else:
-                worker.admit(batch)
-                worker.run_for(3600.0)
-            output.flush()
-            per_record.append((time.thread_time() - started) / records * 1e6)
-    finally:
-        worker.close()
-    return per_record[1:]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=20_000)
@@ -99,7 +65,8 @@ def main() -> None:
             for _ in range(args.rounds):
                 for variant in VARIANTS:
                     _patch(variant)
-                    results[variant].extend(measure(settings, variant, args.records, args.repeat))
+                    mode = "unscheduled" if variant == "unscheduled" else "cameo"
+                    results[variant].extend(measure(settings, mode, args.records, args.repeat))
         finally:
             _patch("cameo")
     for variant, values in results.items():
