@@ -104,6 +104,16 @@ class SchedulingContext:
 _trace_rng = random.Random(int.from_bytes(os.urandom(16), "little"))
 
 
+def _reseed_trace_ids() -> None:
+    _trace_rng.seed(int.from_bytes(os.urandom(16), "little"))
+
+
+# A forked child (multiprocessing's default start method on Linux) would otherwise draw the very
+# trace ids its parent draws next, and two workers' traces would be taken for one.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reseed_trace_ids)
+
+
 def new_trace_id() -> int:
     """Return a random unsigned 64-bit trace id for a record entering at a source."""
     return _trace_rng.getrandbits(64)

@@ -6,6 +6,7 @@ import dataclasses
 import io
 import json
 import math
+import os
 import struct
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from cadenza.scheduling import (
     decode_context,
     decode_or_fresh,
     encode_context,
+    new_trace_id,
     retrace,
 )
 
@@ -372,3 +374,18 @@ def test_retrace_equals_encoding_the_context_with_the_other_trace_id(
 def test_retrace_refuses_a_trace_id_that_is_not_64_bits(bad: int) -> None:
     with pytest.raises(ValueError, match="trace id"):
         retrace(encode_context(SchedulingContext("p", "t", 1.0, 1.0, 0.0, 0.0, 0, 1)), bad)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_process_draws_other_trace_ids_than_its_parent() -> None:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first trace id, then out without running pytest's teardown
+        os.write(write_end, new_trace_id().to_bytes(8, "little"))
+        os._exit(0)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    child = int.from_bytes(os.read(read_end, 8), "little")
+    os.close(read_end)
+    assert status == 0
+    assert child != new_trace_id()  # without a reseed in the child, these are the same draw
