@@ -834,11 +834,11 @@ class Worker:
                     run.append(offset)
                 units += pending[1] - before
         finally:
-            words[0] = IDLE
             scheduler = self.scheduler
             for batch in partitions.values():
                 for stage in batch.stages:
                     stage.queue(scheduler)
+        words[0] = IDLE
         counters = self.counters
         counters.consumed += len(messages)
         counters.units += units
