@@ -13,6 +13,7 @@ import argparse
 import inspect
 import signal
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -48,7 +49,25 @@ def run_worker(pipeline: Pipeline, args: argparse.Namespace) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    worker.run()
+    try:
+        worker.run()
+    finally:
+        print(waits_line(worker), file=sys.stderr, flush=True)
+
+
+def waits_line(worker: Worker) -> str:
+    """What the worker did besides running records, for the run's log: a slow repetition (CPU
+    utilisation well under 1) is told apart by these (fetch rounds, commits and their time, pauses
+    of a full buffer, waits for a full producer queue)."""
+    counters = worker.counters
+    output = worker._output
+    full_waits = output.full_waits if output is not None else None
+    return (
+        f"cadenza worker counters: consumed={counters.consumed} batches={counters.batches} "
+        f"commits={counters.commits} commit_ms={counters.commit_ms} pauses={counters.pauses} "
+        f"peak_buffered={counters.peak_buffered} producer_full_waits={full_waits} "
+        f"process_cpu_s={time.process_time():.2f}"
+    )
 
 
 def main() -> None:
