@@ -7,6 +7,14 @@ scheduler's buffer nor librdkafka's prefetch grows) while a quiet one keeps flow
 records still reach the scheduler. If the buffer is full all the same (many sub-topologies reading
 one topic), every partition is paused until it drained to half.
 
+Shares protect work from other work, so they apply only when the worker's topics are read with
+different latency targets (:attr:`FlowControl.shares`, set by the worker). When every topic serves
+the same target there is no more urgent partition to keep room for, and a pause only costs:
+librdkafka drops what it had prefetched for a paused partition and fetches it again after the
+resume (librdkafka issue 5343). In S3 one pipeline on a backlog ran at 63,000-99,000 records/s with
+pauses at its share, 82,000-96,000 without (``benchmarks/RESULTS.md``). Then only the
+pause-everything brake (and producer backpressure, below) pauses.
+
 Backpressure from the producer is a signal the fetcher obeys, in the manner of a stream step that
 rejects a message until it has room: while the producer's local queue is above its high mark
 (:attr:`~cadenza.worker.output.Output.pressure`), every partition is paused and nothing is fetched,
@@ -58,10 +66,13 @@ class FlowControl:
     units, so room for units is divided by it.
     """
 
-    __slots__ = ("fanout", "full", "lanes", "max_buffered", "paused", "share")
+    __slots__ = ("fanout", "full", "lanes", "max_buffered", "paused", "share", "shares")
 
-    def __init__(self, max_buffered: int, fanout: int = 1, lanes: int = 1) -> None:
+    def __init__(self, max_buffered: int, fanout: int = 1, lanes: int = 1, *, shares: bool = True) -> None:
         self.max_buffered = max_buffered
+        #: Whether a partition is paused at its share (see the module docstring); without shares only
+        #: the pause-everything brake (and a held topic) pauses.
+        self.shares = shares
         self.fanout = max(1, fanout)
         #: Consumers fetched from: each may return one record even when there is no room (a fetch
         #: must call every consumer to serve its callbacks), so the brake leaves room for that many.
@@ -106,13 +117,13 @@ class FlowControl:
         # buffer is full, so the pause-everything brake above (which also stops the quiet tenants'
         # partitions) is not what a single burst runs into.
         share = self.share = max(1, self.max_buffered // (2 * max(1, len(assignment))))
+        shares = self.shares
         for tp in assignment:
             key = (tp.topic, tp.partition)
-            waiting = queued(tp.topic, tp.partition)
             if key in paused:
-                if waiting <= share // 2 and tp.topic not in held:
+                if tp.topic not in held and (not shares or queued(tp.topic, tp.partition) <= share // 2):
                     decision.resume.append(paused.pop(key))
-            elif waiting >= share or tp.topic in held:
+            elif tp.topic in held or (shares and queued(tp.topic, tp.partition) >= share):
                 decision.pause.append(tp)
                 paused[key] = tp
         decision.paused_more = bool(decision.pause)

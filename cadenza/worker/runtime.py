@@ -290,15 +290,11 @@ class Worker:
         self.graphs = graphs
         self.subtopologies: list[tuple[PipelineGraph, list[SubTopology]]] = [(g, split(g)) for g in graphs]
         self.policy = make_policy(policy, graphs)
-        #: The fetch lanes, most urgent first (one: a single consumer, as without lanes).
-        self.lanes: list[Lane] = plan_lanes(
-            topic_targets(
-                (sub.input_topic, graph.latency_target_s)
-                for graph, subs in self.subtopologies
-                for sub in subs
-            ),
-            lanes,
+        targets = topic_targets(
+            (sub.input_topic, graph.latency_target_s) for graph, subs in self.subtopologies for sub in subs
         )
+        #: The fetch lanes, most urgent first (one: a single consumer, as without lanes).
+        self.lanes: list[Lane] = plan_lanes(targets, lanes)
         self.scheduler: Scheduler[SchedKey, Unit] = Scheduler(
             self.policy, clock=clock, max_records=quantum_records, max_seconds=quantum_seconds
         )
@@ -344,7 +340,7 @@ class Worker:
         # A trickle of records runs the buffer dry after each one: commit then at most every poll.
         self._checkpoint.dry_interval = poll_timeout
         #: Pause and resume decisions (the fetcher applies them to the consumer once started).
-        self._flow = FlowControl(max_buffered, lanes=len(self.lanes))
+        self._flow = FlowControl(max_buffered, lanes=len(self.lanes), shares=len(set(targets.values())) > 1)
         #: Runs and measures quanta (the schedules, output and emitter are given to it at the start).
         self._executor = Executor(self.scheduler, self.policy, self.stop_pipeline)
         #: Assign, revoke and lost: the one place the group's decisions are handled.

@@ -130,3 +130,44 @@ def test_the_buffer_bound_holds_and_only_flooded_partitions_are_paused(
     # Once drained and without pressure, everything flows again.
     flow.decide(tps, 0, lambda _t, _p: 0)
     assert flow.paused == {} and not flow.full
+
+
+def test_without_shares_only_the_brake_and_held_topics_pause() -> None:
+    """One latency target for every topic: no partition is more urgent than another, so none is
+    paused at its share (a pause would only throw away what librdkafka prefetched)."""
+    flow = FlowControl(max_buffered=400, shares=False)
+    tps = [*assignment(3), TopicPartition("held", 0)]
+    queued = {0: 190, 1: 0, 2: 0}
+
+    def waiting(topic: str, partition: int) -> int:
+        return 0 if topic == "held" else queued[partition]
+
+    decision = flow.decide(tps, 190, waiting, held={"held"})
+    assert [(tp.topic, tp.partition) for tp in decision.pause] == [("held", 0)]  # not t/0, far over 50
+    decision = flow.decide(tps, 399, waiting, held={"held"})  # the brake still holds the bound
+    assert is_full(flow) and set(flow.paused) == {("t", 0), ("t", 1), ("t", 2), ("held", 0)}
+    decision = flow.decide(tps, 200, waiting, held={"held"})  # resumed at half, whatever each holds
+    assert not is_full(flow)
+    assert sorted(tp.partition for tp in decision.resume) == [0, 1, 2]
+    assert set(flow.paused) == {("held", 0)}
+
+
+def test_the_worker_pauses_at_shares_only_when_its_topics_have_different_targets() -> None:
+    from pydantic import BaseModel  # noqa: PLC0415
+
+    from cadenza.pipelines import Pipeline  # noqa: PLC0415
+    from cadenza.settings import KafkaSettings  # noqa: PLC0415
+    from cadenza.worker import Worker  # noqa: PLC0415
+
+    class Item(BaseModel):
+        n: int
+
+    def pipeline(name: str, target: str) -> Pipeline:
+        p = Pipeline(name, tenant=name, latency_target=target)
+        p.source(f"{name}-in", value=Item).sink(f"{name}-out")
+        return p
+
+    settings = KafkaSettings.load(bootstrap_servers="localhost:1")  # never reached: nothing started
+    alike = Worker([pipeline("a", "1s"), pipeline("b", "1s")], settings, group="g")
+    mixed = Worker([pipeline("c", "250ms"), pipeline("d", "5s")], settings, group="g")
+    assert (alike._flow.shares, mixed._flow.shares) == (False, True)

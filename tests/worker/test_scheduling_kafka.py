@@ -57,8 +57,9 @@ def test_a_flood_of_ten_times_the_buffer_stays_within_the_bound_and_loses_nothin
     ids = [int(r.value or b"-1") for r in reader.records[sink]]
     assert sorted(ids) == list(range(records))  # each exactly once: nothing lost, nothing repeated
     counters = worker.counters
+    # Held back by fetching no more than fits (one latency target: no partition is paused at its
+    # share, see cadenza.worker.fetcher; a flood beside a tighter target is in test_lanes_kafka).
     assert 0 < counters.peak_buffered <= 200
-    assert counters.pauses >= 1  # the flood was held back at the consumer, not in memory
     assert counters.consumed == records
 
 
