@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PartitionBatch", "StageBatch"]
 
-_INF = float("inf")
-
 
 class StageBatch:
     """One sub-topology's records of one partition in the batch being admitted."""
@@ -118,12 +116,3 @@ class PartitionBatch:
         self.stages = stages
         #: The pending entry the batch's records share, when they can (see :mod:`cadenza.worker.inflight`).
         self.run = run
-
-
-def observable_wait(now: float, stamp: int) -> float | None:
-    """A record's fetch latency from its Kafka timestamp (ms), or ``None`` where it means nothing."""
-    if stamp > 0:
-        waited = now - stamp / 1000.0
-        if 0.0 <= waited < _INF:
-            return waited
-    return None
