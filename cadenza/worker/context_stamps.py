@@ -198,7 +198,6 @@ class TaskSchedule:
         "_keeps_info",
         "_same_pipeline",
         "_shared",
-        "_shares",
         "arrival",
         "from_source",
         "index",
@@ -256,9 +255,8 @@ class TaskSchedule:
         self._fresh_info = SourceRecordInfo(self.pipeline, self.tenant, self.latency_target, 0.0, 0, 0)
         self._fresh_info.operator_id = self.operator_id
         self._same_pipeline = OperatorInfo(self.pipeline, self.operator_id, self.window is not None)
-        self._shares = policy.shares_source_contexts
         #: Whether records read from the source without headers may share contexts (see :meth:`context`).
-        self.shares_source_contexts = self.from_source and self._shares
+        self.shares_source_contexts = self.from_source and policy.shares_source_contexts
         #: Whether the policy keeps the info objects its hooks get: then each call gets its own.
         self._keeps_info = policy.keeps_hook_info
         #: Per input partition, the last fresh context made: ``(admission time, arrival, window close,
@@ -278,7 +276,7 @@ class TaskSchedule:
         batch, so it holds the same path cost estimate a context of its own would.
         """
         headers = message.headers()
-        if headers is None and self.from_source and self._shares:
+        if headers is None and self.shares_source_contexts:
             kind, millis = message.timestamp()  # _arrival, inlined: once per record
             arrival = millis / 1000.0
             if kind == TIMESTAMP_NOT_AVAILABLE or not 0.0 < arrival < now:
