@@ -16,7 +16,6 @@ so it is counted and added to the histogram once for the run.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from typing import TYPE_CHECKING
 
 from cadenza.scheduling.context import SchedulingContext
@@ -81,8 +80,6 @@ class StageBatch:
         key = self.key
         for ctx, units in self.segments:
             scheduler.enqueue_run(key, ctx, units)
-        self.segments = []
-        self.ctx = None
 
     def _count_hits(self) -> None:
         hits = self.hits
@@ -91,11 +88,8 @@ class StageBatch:
         self.hits = 0
         schedule = self.schedule
         schedule.metrics.consumed += hits
-        waited = self.waited
-        if waited is not None:
-            histogram = schedule.arrival
-            histogram.counts[bisect_left(histogram.bounds, waited)] += hits
-            histogram.sum += waited * hits
+        if self.waited is not None:
+            schedule.arrival.observe_many(self.waited, hits)
 
 
 class PartitionBatch:
