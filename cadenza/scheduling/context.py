@@ -191,8 +191,9 @@ def retrace(encoded: bytes, trace_id: int) -> bytes:
     shared context once and derives each record's bytes with two slices and a pack. Raises
     :class:`ValueError` for a trace id outside 0..2**64-1, as :func:`encode_context` does.
     """
+    before, after = retrace_parts(encoded)
     try:
-        return encoded[:_TRACE_AT] + _pack_trace(trace_id) + encoded[_TRACE_END:]
+        return before + _pack_trace(trace_id) + after
     except struct.error as exc:
         raise ValueError(f"trace id cannot be encoded ({exc}): {trace_id!r}") from None
 
