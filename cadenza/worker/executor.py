@@ -148,7 +148,7 @@ class Executor:
                 if pending is not None:
                     pending[1] -= 1
                 run_time = finished - started
-                queue_wait = started - unit.enqueued  # both from perf_counter: finite, not negative
+                queue_wait = started - unit.enqueued  # perf_counter times (0.0: never queued): finite, >= 0
                 busy += run_time
                 waited += queue_wait
                 # OperatorMetrics.record_run, inlined: the buckets once per record
