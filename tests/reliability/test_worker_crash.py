@@ -199,6 +199,11 @@ def test_sigkilled_workers_lose_nothing_and_duplicate_only_what_was_in_flight(
                     found.setdefault((value["key"], value["window_start"]), set()).add(value["value"])
             return found
 
+        def missing_copies() -> list[tuple[int, int, int]]:
+            seen = {json.loads(r.value or b"")["id"] for r in reader.records[copy_out]}
+            ids = [i for i in range(-PARTITIONS, EVENTS) if i not in seen]
+            return [(i, *where.get(i, (-1 - i, -1))) for i in ids]
+
         wait_reading(
             reader,
             lambda: (
@@ -211,7 +216,8 @@ def test_sigkilled_workers_lose_nothing_and_duplicate_only_what_was_in_flight(
                 f"every result after {KILLS} kills (seed {seed}): "
                 f"{len({json.loads(r.value or b'')['id'] for r in reader.records[copy_out]})} of "
                 f"{EVENTS + PARTITIONS} copies, {len(want_windows.keys() - windows().keys())} of "
-                f"{len(want_windows)} windows missing"
+                f"{len(want_windows)} windows missing; missing copies (id, partition, offset): "
+                f"{missing_copies()[:10]}; kills (pid, committed after): {kills}; worker log: {log}"
             ),
             worker,
         )
