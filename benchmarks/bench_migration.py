@@ -10,8 +10,11 @@ in 2 -> 1, once per migration strategy, each on fresh topics, a fresh group and 
 - ``all_at_once``: the eager rebalance (``partition.assignment.strategy=range``): every partition
   is revoked, and each owner restores the state of all it is assigned inside the assignment
   callback before any of their records run;
-- ``cooperative``: today's default, cooperative-sticky: only the partitions that move stop, and
-  their new owner restores them in the callback.
+- ``cooperative``: cooperative-sticky: only the partitions that move stop, and their new owner
+  restores them in the callback;
+- ``background``: the worker's default: cooperative-sticky, and the new owner restores in the
+  background (``restore_slice``): each moved partition waits, paused, for its own state only, while
+  the worker runs everything else (``cadenza.worker.restoring``).
 
 A strategy is a :class:`Strategy` (how its workers are started and how it makes them move
 partitions); ``fluid`` and ``matching`` are named but not built yet, and are skipped with a line
@@ -20,7 +23,8 @@ saying so until they register here.
 **The migration period** runs from the trigger (the second worker's process is started; the
 leaving worker is sent SIGTERM) to the moment every input partition runs again at its new owner:
 the workers' ``assigned``/``revoked``/``lost`` log lines, replayed in time order, give each
-worker's ownership, and the period ends at the first line after which the workers that remain own
+worker's ownership (under ``background`` a partition is ``assigned`` once its state is back and its
+records run), and the period ends at the first line after which the workers that remain own
 every partition the single worker owned before, each exactly once, and each of them owns some
 (a strategy that decides where each partition goes gives that target instead, see
 :meth:`Strategy.target`). A worker logs ``assigned`` only once the state of those partitions is
@@ -78,7 +82,7 @@ BIG_WINDOW_S = 86_400.0
 LS_WINDOW_S = 1.0
 #: The key of the records that close BIG's windows at the end (not a result the harness expects).
 CLOSER_KEY = "close"
-DEFAULT_STRATEGIES = ("all_at_once", "cooperative", "fluid")
+DEFAULT_STRATEGIES = ("all_at_once", "cooperative", "background", "fluid")
 Progress = Callable[[str], None]
 Partition = tuple[str, int]
 WindowKey = tuple[str, float]
@@ -159,18 +163,21 @@ class Strategy:
 
 @dataclass(frozen=True)
 class GroupRebalance(Strategy):
-    """Moves by the group protocol with librdkafka's ``assignment`` assignor."""
+    """Moves by the group protocol with librdkafka's ``assignment`` assignor; the new owner restores
+    inside the assignment callback (``restore_slice`` 0) or in the background, a slice at a time."""
 
     name: str
     assignment: str
+    restore_slice: float = 0.0
 
     def worker_args(self) -> list[str]:
-        return ["--assignment", self.assignment]
+        return ["--assignment", self.assignment, "--restore-slice", str(self.restore_slice)]
 
 
 STRATEGIES: dict[str, Strategy] = {
     "all_at_once": GroupRebalance("all_at_once", "range"),
     "cooperative": GroupRebalance("cooperative", "cooperative-sticky"),
+    "background": GroupRebalance("background", "cooperative-sticky", restore_slice=0.01),
 }
 #: Strategies of issue 21 that the workers cannot run yet: skipped with this reason.
 NOT_BUILT = {

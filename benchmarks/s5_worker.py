@@ -7,7 +7,7 @@ cooperative one, so the harness starts its workers through this script, which bu
 wall-clock timestamp per line (``<unix time> <logger> <level> <message>``): the harness reads the
 worker's ``assigned`` / ``revoked`` / ``restored`` lines to tell when a migration is over.
 
-    python benchmarks/s5_worker.py --group G --assignment range|cooperative-sticky
+    python benchmarks/s5_worker.py --group G --assignment range|cooperative-sticky [--restore-slice S]
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--assignment", required=True, choices=("range", "roundrobin", "cooperative-sticky"))
     parser.add_argument("--policy", default="cameo")
     parser.add_argument("--restore-timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--restore-slice", type=float, default=0.01, help="0: restore inside the assignment callback"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stdout)
     pipelines = load_pipelines(str(Path(__file__).resolve().parent / "s5_pipelines.py"))
@@ -44,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         group=args.group,
         policy=args.policy,
         restore_timeout=args.restore_timeout,
+        restore_slice=args.restore_slice,
         consumer_overrides={"partition.assignment.strategy": args.assignment},
     )
 

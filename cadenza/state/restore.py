@@ -1,16 +1,21 @@
 """Reading changelog partitions from the beginning to their true end, to rebuild state.
 
-"The end" is found by reading (:func:`cadenza.infra.kafka.offsets.end_offsets`), not from the high
-watermark, because some brokers under-report the watermark and a restore that stops early would
-silently lose state. Partitions are read together by one consumer that is assigned (never
-subscribed), so restoring does not touch any consumer group.
+Two readers. :func:`restore_changelogs` reads a set of partitions to their end in one blocking call;
+"the end" is found by reading (:func:`cadenza.infra.kafka.offsets.end_offsets`), not from the
+high watermark, because some brokers under-report the watermark in their offset listings and a
+restore that stops early would silently lose state. :class:`ChangelogReader` reads a slice at a time,
+so a worker can restore between runs of records instead of stopping every partition for the longest
+restore; its end is the client's end-of-partition event, which a fetch raises once it reached the
+end the broker reports in the fetch itself (the same event ``end_offsets`` ends on). Partitions are
+read by one consumer that is assigned (never subscribed), so restoring does not touch any group.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from cadenza.infra.kafka.clients import ClientErrors, raise_for_message_error
 from cadenza.infra.kafka.errors import KafkaClientError
@@ -18,7 +23,7 @@ from cadenza.infra.kafka.offsets import end_offsets
 from cadenza.settings import KafkaSettings
 from cadenza.state.changelog import ChangelogReplay
 
-__all__ = ["restore_changelogs"]
+__all__ = ["ChangelogReader", "restore_changelogs"]
 
 TopicPartitionKey = tuple[str, int]
 
@@ -66,3 +71,64 @@ def restore_changelogs(
     finally:
         consumer.unassign()
     return replays
+
+
+class ChangelogReader:
+    """Changelog partitions read from their beginning, a slice of time at a time.
+
+    ``consumer`` is outside any group and must raise end-of-partition events
+    (``enable.partition.eof``); the reader assigns and unassigns partitions on it incrementally, so
+    partitions can start and stop while others are read.
+    """
+
+    __slots__ = ("_consumer", "_errors", "replays")
+
+    def __init__(self, consumer: Consumer, consumer_errors: ClientErrors) -> None:
+        self._consumer = consumer
+        self._errors = consumer_errors
+        #: The partitions being read, each with what it has replayed so far.
+        self.replays: dict[TopicPartitionKey, ChangelogReplay] = {}
+
+    def start(self, partitions: Iterable[TopicPartitionKey]) -> None:
+        """Read these partitions from their first record (those already being read go on)."""
+        new = [tp for tp in dict.fromkeys(partitions) if tp not in self.replays]
+        if not new:
+            return
+        self._consumer.incremental_assign([TopicPartition(topic, p, OFFSET_BEGINNING) for topic, p in new])
+        for tp in new:
+            self.replays[tp] = ChangelogReplay()
+
+    def stop(self, partitions: Iterable[TopicPartitionKey]) -> None:
+        """Stop reading these partitions; what they replayed is dropped."""
+        gone = [tp for tp in dict.fromkeys(partitions) if self.replays.pop(tp, None) is not None]
+        if gone:
+            self._consumer.incremental_unassign([TopicPartition(topic, p) for topic, p in gone])
+
+    def read(self, seconds: float, batch: int = 500) -> list[tuple[TopicPartitionKey, ChangelogReplay]]:
+        """Read for at most about ``seconds``; return the partitions that reached their end (no longer
+        read), each with its replay."""
+        consumer, replays = self._consumer, self.replays
+        done: list[tuple[TopicPartitionKey, ChangelogReplay]] = []
+        deadline = time.perf_counter() + seconds
+        while replays:
+            self._errors.raise_fatal()
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                break
+            messages = consumer.consume(batch, left)
+            for message in messages:
+                topic, partition = message.topic() or "", message.partition() or 0
+                replay = replays.get((topic, partition))
+                if replay is None:
+                    continue  # stopped meanwhile, or fetched before an unassign took effect
+                error = message.error()
+                if error is None:
+                    replay.apply(message.key(), message.value())
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    done.append(((topic, partition), replays.pop((topic, partition))))
+                    consumer.incremental_unassign([TopicPartition(topic, partition)])
+                else:
+                    raise_for_message_error(message)
+            if not messages:
+                break
+        return done

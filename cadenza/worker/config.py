@@ -79,6 +79,15 @@ class WorkerConfig(BaseSettings):
     restore_timeout: float = _field(
         60.0, "Longest the worker waits to restore window and join state on assignment.", "s", gt=0.0
     )
+    restore_slice: float = _field(
+        0.01,
+        "Longest the worker reads changelogs at a time between runs of records while newly assigned "
+        "partitions' state is restored (each such partition waits, paused, for its own state only); "
+        "0: restore all of an assignment inside the assignment callback, every partition waiting.",
+        "s",
+        ge=0.0,
+        lt=60.0,
+    )
     watermark_idle_timeout: float = _field(
         30.0,
         "Time an input partition of a window or join may deliver nothing before it stops holding the "
@@ -235,6 +244,7 @@ class WorkerConfig(BaseSettings):
             "poll_timeout": self.poll_timeout,
             "commit_interval": self.commit_interval,
             "restore_timeout": self.restore_timeout,
+            "restore_slice": self.restore_slice,
             "watermark_idle_timeout": self.watermark_idle_timeout or None,
             "progress_interval": self.progress_interval_ms / 1000.0,
             "state_store": self.state_store,

@@ -173,8 +173,9 @@ class Fetcher:
         """The consumer that reads ``topic``: the one its partitions are paused and committed through."""
         return self._owner.get(topic, self.consumers[-1])
 
-    def fetch(self, buffered: int, pressure: bool) -> list[Message]:
-        """As many records as there is room for; waits up to ``poll_timeout`` only on an empty buffer.
+    def fetch(self, buffered: int, pressure: bool, *, block: bool = True) -> list[Message]:
+        """As many records as there is room for; waits up to ``poll_timeout`` only on an empty buffer
+        (and not at all without ``block``: the worker has other work, such as a restore).
 
         Every lane is asked, most urgent first, for what the client already holds (``consume(n, t)``
         waits all of ``t`` unless ``n`` records come, so a batch is never waited for), each within the
@@ -189,7 +190,7 @@ class Fetcher:
         for consumer in consumers:
             left = room - len(messages)
             messages.extend(consumer.consume(min(self.batch_size, left) if left > 0 else 1, wait))
-        if messages or buffered or pressure:
+        if messages or buffered or pressure or not block:
             return messages
         # Nothing anywhere: wait for the first record of any lane; with several lanes, in slices short
         # enough that a record on one lane waits little while another is waited on.
@@ -207,9 +208,23 @@ class Fetcher:
         """Every lane's assigned partitions."""
         return [tp for consumer in self.consumers for tp in consumer.assignment()]
 
-    def regulate(self, buffered: int, queued: Queued, held: Collection[str], pressure: bool) -> None:
-        """Pause and resume partitions for the buffer as it is now, each through its own consumer."""
-        decision = self.flow.decide(self.assignment(), buffered, queued, held, pressure)
+    def regulate(
+        self,
+        buffered: int,
+        queued: Queued,
+        held: Collection[str],
+        pressure: bool,
+        *,
+        waiting: Collection[PartitionKey] = (),
+    ) -> None:
+        """Pause and resume partitions for the buffer as it is now, each through its own consumer.
+
+        ``waiting`` partitions are paused for another reason (their state is being restored) and
+        left alone: the worker resumes them when it is back."""
+        assignment = self.assignment()
+        if waiting:
+            assignment = [tp for tp in assignment if (tp.topic, tp.partition) not in waiting]
+        decision = self.flow.decide(assignment, buffered, queued, held, pressure)
         if decision.pause:
             for consumer, partitions in self._by_owner(decision.pause):
                 consumer.pause(partitions)

@@ -6,8 +6,9 @@ input: while it runs a dead predecessor's records one at a time behind durable m
 quarantine's serial replay, ``docs/reliability.md``) it reads no other partition, and at high rates
 that lasts tens of seconds. Counted as silence, it timed out inputs whose records were waiting in
 Kafka and made those records late (a full CI run saw four re-keyed windows come out short after a
-SIGKILL). So this clock stands still while the worker is stalled, and the timeout counts only time
-in which the worker was reading.
+SIGKILL). The same holds while newly assigned partitions wait, paused, for their state
+(:mod:`cadenza.worker.restoring`). So this clock stands still while the worker is stalled, and the
+timeout counts only time in which the worker was reading everything it owns.
 """
 
 from __future__ import annotations
@@ -37,13 +38,20 @@ class IdleClock:
     @contextmanager
     def stalled(self) -> Iterator[None]:
         """Time inside does not count (nested stretches count once)."""
-        if self._depth == 0:
-            self._since = self._base()
-        self._depth += 1
+        self.stall()
         try:
             yield
         finally:
-            self._depth -= 1
-            if self._depth == 0 and self._since is not None:
-                self._stalled += self._base() - self._since
-                self._since = None
+            self.unstall()
+
+    def stall(self) -> None:
+        """Stop counting time until the matching :meth:`unstall` (stretches nest)."""
+        if self._depth == 0:
+            self._since = self._base()
+        self._depth += 1
+
+    def unstall(self) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._since is not None:
+            self._stalled += self._base() - self._since
+            self._since = None

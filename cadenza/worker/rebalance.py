@@ -1,9 +1,11 @@
 """Rebalance handling: what the worker does when the group assigns, revokes or loses partitions.
 
-Assignment is incremental (cooperative-sticky). A newly assigned partition's state is restored
-inside the assignment callback, before any of its records is fetched; if that fails the worker must
-not run those records on missing state, so the failure is kept for the run loop to raise (the client
-may swallow what a callback raises) and the worker is marked broken (nothing more is committed).
+Assignment is incremental (cooperative-sticky). The assignment callback starts the restore of the
+newly assigned partitions' state (:mod:`cadenza.worker.restoring`): those that have state to restore
+are assigned *paused*, so none of their records is fetched before it is back, and the worker resumes
+each once its own state is read. If starting it fails the worker must not run those records on
+missing state, so the failure is kept for the run loop to raise (the client may swallow what a
+callback raises) and the worker is marked broken (nothing more is committed).
 
 On revocation what finished is committed first and then the partitions' queued records are dropped:
 they are handed back, uncommitted, to the partition's next owner. A lost partition belongs to
@@ -25,14 +27,15 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 __all__ = ["Rebalance"]
 
 _log = logging.getLogger("cadenza.worker")
 
-#: ``(partitions) -> None``: bring the state of newly assigned partitions back; raises on failure.
-Restore = Callable[[list[TopicPartition]], None]
+#: ``(partitions) -> those to hold``: start bringing the state of newly assigned partitions back;
+#: the partitions returned must not be fetched until it is (they are assigned paused). Raises on failure.
+Restore = Callable[[list[TopicPartition]], list[TopicPartition]]
 #: ``(partitions) -> None``: hear of partitions (see :class:`Rebalance`).
 Partitions = Callable[[list[TopicPartition]], None]
 #: ``(partitions) -> queued records dropped``: forget partitions everywhere they are held.
@@ -45,7 +48,7 @@ class Rebalance:
     ``restore`` brings assigned partitions' state back; ``commit`` commits what finished (called on
     revocation unless the worker is broken); ``forget`` drops what the worker holds of partitions
     that went (pending offsets, queued records, state, pauses) and returns the records dropped.
-    ``assigned``, ``released`` and ``lost`` (optional) hear of partitions restored and assigned,
+    ``assigned``, ``released`` and ``lost`` (optional) hear of partitions assigned (their restore started),
     cleanly handed back after the commit, and lost: the quarantine guard's view of ownership.
     """
 
@@ -92,8 +95,8 @@ class Rebalance:
         self._joined: set[int] = set()
         #: Partitions by the consumer (``id``) whose callbacks gave them: which lane owns what.
         self._owned: dict[int, set[tuple[str, int]]] = {}
-        #: Set by the first assignment callback (even an empty one), after its state is restored:
-        #: the worker has joined its group. Until then /readyz says not ready.
+        #: Set by the first assignment callback (even an empty one): the worker has joined its group.
+        #: Until then, and while a restore is under way, /readyz says not ready.
         self.joined = False
         #: Nothing may be committed any more (a restore failed or the worker is stopping on an error).
         self.broken = False
@@ -111,7 +114,7 @@ class Rebalance:
             return set(self._owned.get(id(consumer), ()))
 
     def wait_assigned(self, timeout: float) -> bool:
-        """Block until the group gave this worker partitions (and their state is restored)."""
+        """Block until the group gave this worker partitions (their restore may still be under way)."""
         return self._assigned.wait(timeout)
 
     def raise_failure(self) -> None:
@@ -120,8 +123,11 @@ class Rebalance:
             raise self.failure
 
     def on_assign(self, consumer: Consumer | None, partitions: list[TopicPartition]) -> None:
+        held: list[TopicPartition] = []
         try:
-            self._restore(partitions)
+            held = self._restore(partitions)
+            if held and consumer is not None:
+                _assign_paused(consumer, partitions, held)
             if self._on_assigned is not None:
                 self._on_assigned(partitions)
         except BaseException as exc:
@@ -134,11 +140,17 @@ class Rebalance:
             keys = [(tp.topic, tp.partition) for tp in partitions]
             self._assignment.update(keys)
             self._owned.setdefault(id(consumer), set()).update(keys)
-        # The group is joined (even with nothing assigned) and the state restored, once every lane's
-        # consumer heard from it.
+        # The group is joined (even with nothing assigned) once every lane's consumer heard from it
+        # (whether the state is back too is the restorer's to say: Worker.joined asks both).
         self._joined.add(id(consumer))
         self.joined = len(self._joined) >= self._members
-        _log.info("assigned %s", _names(partitions) or "nothing")
+        # "assigned" names what runs from now on: a partition waiting for its state is assigned (its
+        # records run) only once the worker resumes it (benchmark S5 reads these lines).
+        waiting = {(tp.topic, tp.partition) for tp in held}
+        running = [tp for tp in partitions if (tp.topic, tp.partition) not in waiting]
+        _log.info("assigned %s", _names(running) or "nothing")
+        if held:
+            _log.info("restoring %s (paused until their state is back)", _names(held))
         if partitions:
             self._assigned.set()
 
@@ -171,6 +183,19 @@ class Rebalance:
             self._owned.get(id(consumer), set()).difference_update(keys)
         if partitions:
             _log.info("%s %s (%d queued record(s) handed back)", why, _names(partitions), dropped)
+
+
+def _assign_paused(consumer: Consumer, partitions: list[TopicPartition], held: list[TopicPartition]) -> None:
+    """Take the assignment now (the client would right after the callback) and pause ``held`` before
+    anything of theirs is fetched. Incremental under the cooperative protocol; the eager one (an
+    assignor such as ``range``) takes the whole assignment with ``assign`` and refuses the other."""
+    try:
+        consumer.incremental_assign(partitions)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError._STATE:  # the eager protocol's refusal; anything else is real
+            raise
+        consumer.assign(partitions)
+    consumer.pause(held)
 
 
 def _names(partitions: Iterable[TopicPartition]) -> str:

@@ -1,21 +1,35 @@
-"""Restoring the state of stateful steps (windows, joins) when partitions are assigned.
+"""Restoring the state of stateful steps (windows, joins) of newly assigned partitions.
 
-Runs inside the consumer's assignment callback, so a partition's state (and its position: which
-input it already holds) is back before the first record of that partition is fetched. All changelog
-partitions of one assignment are read together by one consumer outside the group.
+A partition with stateful steps must not run a record before its state is back. Restoring it inside
+the assignment callback did that by stopping the whole worker: every partition, those it already
+ran and those with no state at all, waited for the largest changelog of the assignment (the latency
+spike of a scale-out, benchmark S5). So the callback only *starts* a restore: the partitions that
+need one are assigned paused, and the worker's loop reads their changelogs a slice at a time between
+runs of records (:meth:`StateRestorer.step`, ``restore_slice`` seconds each). A partition is resumed
+as soon as its own changelogs are read, so small states are back in milliseconds while a large one
+is still being read, and the partitions that do not move do not stop at all.
+
+``background=False`` reads the whole restore inside the callback, as before (benchmark baselines).
+
+A partition revoked or lost before its restore finished is dropped from it; a changelog partition no
+longer needed by any assigned partition stops being read. A restore that takes longer than
+``restore_timeout`` fails the worker, like any restore failure: records must not run on missing state.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from confluent_kafka import Consumer
 
-from cadenza.infra.kafka.clients import ClientErrors, make_consumer
+from cadenza.infra.kafka.clients import make_consumer
+from cadenza.infra.kafka.errors import KafkaClientError
 from cadenza.settings import KafkaSettings
-from cadenza.state import StateDecodeError, restore_changelogs
+from cadenza.state import ChangelogReader, ChangelogReplay, StateDecodeError
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.operators.stateful import StatefulStep
 
@@ -23,44 +37,134 @@ __all__ = ["StateRestorer"]
 
 _log = logging.getLogger("cadenza.worker")
 
+#: An input or changelog ``(topic, partition)``.
+Key = tuple[str, int]
+#: What one assigned input partition needs restored: each stateful step reading it, at its partition.
+Wanted = Sequence[tuple[StatefulStep, int]]
+
 
 class StateRestorer:
-    """Reads changelogs back into stateful steps; owns the (group-less) restore consumer."""
+    """Which assigned partitions wait for their state, and the (group-less) consumer reading it."""
 
-    def __init__(self, settings: KafkaSettings, group: str, counters: WorkerCounters, timeout: float) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        group: str,
+        counters: WorkerCounters,
+        timeout: float,
+        *,
+        background: bool = True,
+    ) -> None:
         self._settings = settings
         self._group = group
         self._counters = counters
         self._timeout = timeout
-        self._consumer: tuple[Consumer, ClientErrors] | None = None
+        self.background = background
+        self._reader: ChangelogReader | None = None
+        self._consumer: Consumer | None = None
+        #: Input partition -> the changelog partitions it still waits for.
+        self._waiting: dict[Key, set[Key]] = {}
+        #: Input partition -> when its restore started (``time.monotonic``), for the timeout.
+        self._since: dict[Key, float] = {}
+        #: Changelog partition -> the (step, partition) pairs its replay is loaded into.
+        self._steps: dict[Key, list[tuple[StatefulStep, int]]] = {}
+        #: Set while no partition waits: what ``Worker.wait_assigned`` waits for.
+        self.settled = threading.Event()
+        self.settled.set()
 
-    def restore(self, wanted: Sequence[tuple[StatefulStep, int]]) -> None:
-        """Restore each (stateful step, input partition) from its changelog partition.
+    @property
+    def holding(self) -> set[Key]:
+        """Input partitions assigned and not yet restored (kept paused)."""
+        return set(self._waiting)
 
-        Both inputs of a join may be listed for one partition: the changelog partition is read once.
-        """
-        if not wanted:
-            return
-        if self._consumer is None:
-            self._consumer = make_consumer(
-                self._settings, f"{self._group}-restore-{uuid.uuid4().hex[:8]}", **{"fetch.wait.max.ms": 50}
+    @property
+    def restoring(self) -> bool:
+        return bool(self._waiting)
+
+    def begin(self, wanted: Iterable[tuple[Key, Wanted]]) -> list[Key]:
+        """Start restoring newly assigned input partitions; return those that must wait (no record of
+        theirs may run until :meth:`step` says they are ready). Without ``background`` the restore
+        happens here, and nothing waits."""
+        now = time.monotonic()
+        held: list[Key] = []
+        changelogs: list[Key] = []
+        for key, steps in wanted:
+            needs: set[Key] = set()
+            for step, partition in steps:
+                changelog = (step.changelog_topic, partition)
+                pairs = self._steps.setdefault(changelog, [])
+                if (step, partition) not in pairs:
+                    pairs.append((step, partition))
+                needs.add(changelog)
+            if needs:
+                self._waiting[key] = needs
+                self._since[key] = now
+                held.append(key)
+                changelogs.extend(needs)
+        if not held:
+            return []
+        self.settled.clear()
+        self._read().start(changelogs)
+        if self.background:
+            return held
+        while self._waiting:
+            self.step(0.2)
+        return []
+
+    def step(self, seconds: float) -> list[Key]:
+        """Read changelogs for about ``seconds``; return the input partitions whose state is now back."""
+        if not self._waiting:
+            return []
+        reader = self._read()
+        ready: list[Key] = []
+        for changelog, replay in reader.read(seconds):
+            self._load(changelog, replay)
+            for key, needs in list(self._waiting.items()):
+                needs.discard(changelog)
+                if not needs:
+                    del self._waiting[key]
+                    del self._since[key]
+                    ready.append(key)
+        now = time.monotonic()
+        late = [key for key, since in self._since.items() if now - since > self._timeout]
+        if late:
+            raise KafkaClientError(
+                f"could not read the changelogs of {sorted(late)} to their end within "
+                f"{self._timeout:.0f}s (restore_timeout); their state cannot be restored"
             )
-        consumer, errors = self._consumer
-        replays = restore_changelogs(
-            self._settings,
-            consumer,
-            errors,
-            list(dict.fromkeys((window.changelog_topic, partition) for window, partition in wanted)),
-            timeout=self._timeout,
-        )
-        for window, partition in wanted:
-            replay = replays[(window.changelog_topic, partition)]
-            try:
-                entries = replay.entries()
-            except StateDecodeError as exc:  # never drop state silently: the restore (and the worker) fails
-                raise StateDecodeError(
-                    f"cannot restore {window.changelog_topic}[{partition}] (step {window.node_id!r}): {exc}"
-                ) from exc
+        if not self._waiting:
+            self.settled.set()
+        return ready
+
+    def forget(self, keys: Iterable[Key]) -> bool:
+        """Assigned partitions that went before their restore finished: they wait no more, and a
+        changelog partition no other waiting partition needs stops being read. Returns whether some
+        partition still waits."""
+        for key in keys:
+            self._waiting.pop(key, None)
+            self._since.pop(key, None)
+        needed = set().union(*self._waiting.values()) if self._waiting else set()
+        unneeded = [changelog for changelog in self._steps if changelog not in needed]
+        for changelog in unneeded:
+            del self._steps[changelog]
+        if self._reader is not None:
+            self._reader.stop(unneeded)
+        if not self._waiting:
+            self.settled.set()
+        return bool(self._waiting)
+
+    def _load(self, changelog: Key, replay: ChangelogReplay) -> None:
+        """Load a changelog partition read to its end into the steps waiting for it."""
+        steps = self._steps.pop(changelog, [])
+        if not steps:
+            return
+        try:
+            entries = replay.entries()
+        except StateDecodeError as exc:  # never drop state silently: the restore (and the worker) fails
+            names = ", ".join(repr(window.node_id) for window, _ in steps)
+            where = f"{changelog[0]}[{changelog[1]}]"
+            raise StateDecodeError(f"cannot restore {where} (step {names}): {exc}") from exc
+        for window, partition in steps:
             window.restore(partition, entries, replay.position)
             self._counters.restored_records += replay.records
             self._counters.restored_keys += len(entries)
@@ -75,7 +179,17 @@ class StateRestorer:
                     replay.position,
                 )
 
+    def _read(self) -> ChangelogReader:
+        if self._reader is None:
+            consumer, errors = make_consumer(
+                self._settings,
+                f"{self._group}-restore-{uuid.uuid4().hex[:8]}",
+                **{"fetch.wait.max.ms": 50, "enable.partition.eof": True},
+            )
+            self._reader, self._consumer = ChangelogReader(consumer, errors), consumer
+        return self._reader
+
     def close(self) -> None:
         if self._consumer is not None:
-            self._consumer[0].close()
-            self._consumer = None
+            self._consumer.close()
+        self._reader = self._consumer = None

@@ -38,8 +38,9 @@ acknowledged: at-least-once, with dead-lettered records committed too (their dea
 acknowledged).
 
 Rebalancing (:mod:`cadenza.worker.rebalance`; cooperative-sticky, so assignments are incremental):
-a newly assigned partition's window state is restored from its changelog inside the assignment
-callback, before any of its records is fetched. On revocation, what finished is committed and the
+a newly assigned partition with window or join state is assigned paused, and its state is read
+back from its changelog a slice at a time between runs of records (:mod:`cadenza.worker.restoring`);
+the partition is resumed once its own state is back, while the others run on. On revocation, what finished is committed and the
 queued records of the revoked partitions are dropped from the scheduler: they are handed back,
 uncommitted, to the partition's next owner.
 """
@@ -96,6 +97,7 @@ from cadenza.worker.idle_clock import IdleClock
 from cadenza.worker.inflight import Pending
 from cadenza.worker.lanes import Lane, plan_lanes, topic_targets
 from cadenza.worker.operators.routing import KeyByOp, progress_due
+from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.output import Output
 from cadenza.worker.plan import Decode, WorkerPlan, assemble
 from cadenza.worker.quarantine import QuarantineGuard, quarantine_topic_spec
@@ -197,6 +199,7 @@ class Worker:
         batch_size: int = 1000,
         poll_timeout: float = 0.1,
         restore_timeout: float = 60.0,
+        restore_slice: float = 0.01,
         watermark_idle_timeout: float | None = 30.0,
         consumer_overrides: dict[str, Any] | None = None,
         policy: str | SchedulingPolicy = "cameo",
@@ -279,6 +282,8 @@ class Worker:
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
         self.restore_timeout = restore_timeout
+        if not 0.0 <= restore_slice < 60.0:
+            raise ConfigError(f"restore_slice must be at least 0 and below 60 s, got {restore_slice!r}")
         self.watermark_idle_timeout = watermark_idle_timeout
         self.max_buffered = max_buffered
         self.run_slice = run_slice
@@ -325,7 +330,10 @@ class Worker:
         #: One consumer per lane, in :attr:`lanes`' order, with its error handler (empty until started).
         self._consumers: list[tuple[Consumer, ClientErrors]] = []
         self._fetcher: Fetcher | None = None
-        self._restorer = StateRestorer(settings, self.group, self.counters, restore_timeout)
+        self._restorer = StateRestorer(
+            settings, self.group, self.counters, restore_timeout, background=restore_slice > 0
+        )
+        self.restore_slice = restore_slice
         #: What the started worker runs (see :mod:`cadenza.worker.plan`); ``None`` until :meth:`start`.
         self.plan: WorkerPlan | None = None
         self._tasks: list[Task] = []
@@ -387,12 +395,15 @@ class Worker:
 
     def wait_assigned(self, timeout: float) -> bool:
         """Block until the group gave this worker partitions (and their state is restored)."""
-        return self._rebalance.wait_assigned(timeout)
+        until = time.monotonic() + timeout
+        return self._rebalance.wait_assigned(timeout) and self._restorer.settled.wait(
+            max(0.0, until - time.monotonic())
+        )
 
     @property
     def joined(self) -> bool:
-        """Whether the worker has joined its group (and restored what it was given) at least once."""
-        return self._rebalance.joined
+        """Whether the worker has joined its group at least once and restored what it was given."""
+        return self._rebalance.joined and not self._restorer.restoring
 
     @property
     def buffered(self) -> int:
@@ -715,7 +726,8 @@ class Worker:
             output.serve()  # failed deliveries are reported (and then raised) only when served
         trace = self.trace
         fetch_start = time.time() if trace is not None else 0.0
-        messages = fetcher.fetch(buffered, pressure)
+        restorer = self._restorer
+        messages = fetcher.fetch(buffered, pressure, block=not restorer.restoring)
         consumed = time.time() if trace is not None else 0.0
         rebalance = self._rebalance
         rebalance.raise_failure()
@@ -723,7 +735,7 @@ class Worker:
         # inside consume), and not while no broker is reachable: the worker waits that out (the clients
         # reconnect by themselves), so liveness stays up, but nothing it does lands until then.
         brokers_up = all(errors.brokers_up for _, errors in consumers)
-        self.exporter.health.ready = rebalance.joined and brokers_up and not self._stop.is_set()
+        self.exporter.health.ready = self.joined and brokers_up and not self._stop.is_set()
         if messages:
             guard = self._guard
             if guard is not None and guard.suspect:
@@ -737,6 +749,8 @@ class Worker:
                 guard.extend((key, p.fetched) for key, p in self._checkpoint.inflight.partitions.items())
         if trace is not None:
             trace.fetch(messages, queued=buffered > 0, started=fetch_start, returned=consumed)
+        if restorer.restoring:
+            self._restore_step()
         self._flow_control()
         feedback = self.feedback
         if feedback is not None and feedback.pending:
@@ -937,7 +951,9 @@ class Worker:
         fetcher, output = self._fetcher, self._output
         if fetcher is None or output is None or not self._consumers:
             return
-        fetcher.regulate(len(self.scheduler), self._queued, self._held, output.pressure)
+        fetcher.regulate(
+            len(self.scheduler), self._queued, self._held, output.pressure, waiting=self._restorer.holding
+        )
 
     def _usable(self, message: Message) -> bool:
         try:
@@ -994,15 +1010,41 @@ class Worker:
     def _tasks_of(self, topic: str) -> tuple[Task, ...]:
         return self._routes.get(topic, ())
 
-    def _restore(self, partitions: list[TopicPartition]) -> None:
-        self._restorer.restore(
-            [
-                (window, tp.partition)
-                for tp in partitions
-                for task in self._tasks_of(tp.topic)
-                for window in task.windows
-            ]
+    def _restore(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Start restoring newly assigned partitions' state; return those that wait for it (paused).
+
+        While any waits, window inputs' idle timeouts stand still (:mod:`.idle_clock`): a waiting
+        partition is silent because of the worker, not because its input is."""
+        restorer = self._restorer
+        was_restoring = restorer.restoring
+        held = set(
+            restorer.begin(
+                ((tp.topic, tp.partition), self._stateful(tp.topic, tp.partition)) for tp in partitions
+            )
         )
+        if held and not was_restoring:
+            self.idle_clock.stall()
+        return [tp for tp in partitions if (tp.topic, tp.partition) in held]
+
+    def _stateful(self, topic: str, partition: int) -> list[tuple[StatefulStep, int]]:
+        """The stateful steps that one input partition feeds, each at its partition."""
+        return [(window, partition) for task in self._tasks_of(topic) for window in task.windows]
+
+    def _restore_step(self) -> None:
+        """Read changelogs for up to ``restore_slice``; resume the partitions whose state is back."""
+        restorer = self._restorer
+        try:
+            ready = restorer.step(self.restore_slice)
+        except BaseException:
+            self._rebalance.broken = True  # records must not run on missing state: nothing is committed
+            raise
+        fetcher = self._fetcher
+        if ready and fetcher is not None:
+            for topic, partition in ready:
+                fetcher.owner(topic).resume([TopicPartition(topic, partition)])
+            _log.info("assigned %s (state restored)", ", ".join(f"{t}[{p}]" for t, p in ready))
+        if not restorer.restoring:
+            self.idle_clock.unstall()
 
     # The quarantine guard's view of ownership (see cadenza.worker.quarantine): how newly assigned
     # partitions' first records run; a clean release clears their suspicion; a loss does not.
@@ -1031,14 +1073,11 @@ class Worker:
 
         Their queued records are run again by the next owner, from the last committed offset."""
         self._checkpoint.forget(
-            partitions,
-            [
-                (window, tp.partition)
-                for tp in partitions
-                for task in self._tasks_of(tp.topic)
-                for window in task.windows
-            ],
+            partitions, [pair for tp in partitions for pair in self._stateful(tp.topic, tp.partition)]
         )
+        restorer = self._restorer
+        if restorer.restoring and not restorer.forget((tp.topic, tp.partition) for tp in partitions):
+            self.idle_clock.unstall()
         self._flow.forget({(tp.topic, tp.partition) for tp in partitions})
         dropped = 0
         for schedule in self._schedules:
@@ -1047,7 +1086,6 @@ class Worker:
                 if tp.topic == topic:
                     dropped += self.scheduler.discard(schedule.key(tp.partition))
         for tp in partitions:
-            for task in self._tasks_of(tp.topic):
-                for window in task.windows:
-                    window.drop(tp.partition)
+            for window, partition in self._stateful(tp.topic, tp.partition):
+                window.drop(partition)
         return dropped

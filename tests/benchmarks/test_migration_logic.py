@@ -306,5 +306,8 @@ def test_strategies_not_built_are_skipped_with_a_reason_and_known_ones_map_to_as
     assert set(skipped) == {"fluid", "bogus"}
     assert "not built" in skipped["fluid"] and "unknown" in skipped["bogus"]
     assert STRATEGIES["all_at_once"] == GroupRebalance("all_at_once", "range")
-    assert STRATEGIES["all_at_once"].worker_args() == ["--assignment", "range"]
-    assert STRATEGIES["cooperative"].worker_args() == ["--assignment", "cooperative-sticky"]
+    assert STRATEGIES["all_at_once"].worker_args() == ["--assignment", "range", "--restore-slice", "0.0"]
+    cooperative = STRATEGIES["cooperative"].worker_args()
+    assert cooperative == ["--assignment", "cooperative-sticky", "--restore-slice", "0.0"]
+    background = STRATEGIES["background"].worker_args()  # the worker's default: restores in the background
+    assert background[:2] == ["--assignment", "cooperative-sticky"] and float(background[-1]) > 0

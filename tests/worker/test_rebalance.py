@@ -20,10 +20,11 @@ class Calls:
         self.queued = queued
         self.restore_fails: Exception | None = None
 
-    def restore(self, partitions: list[TopicPartition]) -> None:
+    def restore(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         self.log.append(("restore", [(tp.topic, tp.partition) for tp in partitions]))
         if self.restore_fails is not None:
             raise self.restore_fails
+        return []
 
     def commit(self) -> None:
         self.log.append(("commit", []))

@@ -46,7 +46,7 @@ def test_a_partition_paused_when_it_left_is_fetched_when_it_comes_back(
         forgotten.append(partitions)
         return 0
 
-    rebalance = Rebalance(lambda partitions: None, lambda: None, forget)
+    rebalance = Rebalance(lambda partitions: [], lambda: None, forget)
     consumer, _ = make_consumer(kafka_settings, f"g-{uuid.uuid4().hex[:8]}")
     try:
         consumer.incremental_assign([TopicPartition(topic, 0, 0)])

@@ -1,0 +1,110 @@
+"""A newly assigned partition waits for its own state only: while a large window state is read back
+from its changelog, the worker's other partitions run, none of the restoring partition's records
+runs before its state is back, and the results afterwards are those of one uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+
+import pytest
+from pydantic import BaseModel
+
+from cadenza.pipelines import Pipeline, Tumbling
+from cadenza.settings import KafkaSettings
+from cadenza.testing.pytest_plugin import NewTopic
+from cadenza.worker import Worker
+from tests.worker.kafka_io import Reader, produce, reading, running
+
+pytestmark = pytest.mark.kafka
+
+KEYS = 20_000
+COPIES = 20
+FLUSH_TS = 1_000_000.0
+
+
+class Reading(BaseModel):
+    key: str
+    ts: float
+
+
+def encoded(rows: list[tuple[str, float]]) -> list[tuple[bytes, bytes, int]]:
+    return [(key.encode(), json.dumps({"key": key, "ts": ts}).encode(), 0) for key, ts in rows]
+
+
+def counts(reader: Reader, topic: str) -> dict[str, set[int]]:
+    found: dict[str, set[int]] = {}
+    for record in reader.records[topic]:
+        value = json.loads(record.value or b"")
+        if value["window_start"] == 0.0:
+            found.setdefault(value["key"], set()).add(value["value"])
+    return found
+
+
+@pytest.mark.parametrize("assignor", ["cooperative-sticky", "range"])  # incremental, and eager
+def test_a_restoring_partition_waits_alone_and_its_results_are_exact(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, assignor: str
+) -> None:
+    overrides = {"partition.assignment.strategy": assignor}
+    counted, copied, counts_out, copies_out = new_topic(), new_topic(), new_topic(), new_topic()
+    name = f"restore-{uuid.uuid4().hex[:6]}"
+    count = Pipeline(name + "-count", tenant="a", latency_target="1s")
+    (
+        count.source(counted, value=Reading, key=str, timestamp="ts", max_out_of_orderness=10_000.0)
+        .window(Tumbling("1s"))
+        .count()
+        .sink(counts_out)
+    )
+    copy = Pipeline(name + "-copy", tenant="b", latency_target="1s")
+    copy.source(copied, value=Reading).map(lambda r: {"key": r.key}).sink(copies_out)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    # One record per key, all in the window [0, 1) that the huge out-of-orderness keeps open: the first
+    # worker leaves KEYS keys of open state in the changelog.
+    first_rows = [(f"k{i}", (i % 1000) / 1000.0) for i in range(KEYS)]
+    produce(kafka_settings, counted, encoded(first_rows))
+    first = Worker([count, copy], kafka_settings, group=group, consumer_overrides=overrides)
+    with running(first):
+        deadline = time.monotonic() + 60
+        while first.counters.consumed < KEYS and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert first.counters.consumed >= KEYS, "the first worker did not take the records in"
+    # Meanwhile: more of the window, input for the stateless pipeline, and a record that closes the window.
+    second_rows = [(f"k{i}", 0.5) for i in range(0, KEYS, 7)]
+    produce(kafka_settings, counted, encoded([*second_rows, ("~flush", FLUSH_TS)]))
+    produce(kafka_settings, copied, encoded([(f"c{i}", 0.0) for i in range(COPIES)]))
+
+    # A restore slice of a millisecond: reading KEYS changelog records takes many steps.
+    second = Worker(
+        [count, copy], kafka_settings, group=group, restore_slice=0.001, consumer_overrides=overrides
+    )
+    held_at: list[tuple[bool, int, int]] = []  # per step: counted held, copy records run, count records run
+    second.start()
+    try:
+        copy_runs = next(s for s in second._schedules if s.pipeline == copy.name).metrics
+        count_runs = next(s for s in second._schedules if s.pipeline == count.name).metrics
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            second.step()
+            held = (counted, 0) in second._restorer.holding
+            held_at.append((held, copy_runs.processed, count_runs.processed))
+            if second.counters.window_results >= KEYS:  # the closing record ran
+                break
+    finally:
+        second.stop()
+        second.close()
+    while_held = [step for step in held_at if step[0]]
+    assert while_held, "the counted partition was never held for its restore"
+    assert all(count_ran == 0 for _, _, count_ran in while_held), "a record ran before its state was back"
+    assert any(copy_ran == COPIES for _, copy_ran, _ in while_held), (
+        "the stateless partition should have run while the other one restored"
+    )
+    assert second.counters.restored_keys == KEYS
+
+    want = Counter(key for key, _ in [*first_rows, *second_rows])
+    with reading(kafka_settings, [counts_out, copies_out]) as reader:
+        reader.wait_for(lambda got: len(counts(reader, counts_out)) >= KEYS, timeout=60, what="every count")
+        reader.settle(0.5)
+        assert counts(reader, counts_out) == {key: {n} for key, n in want.items()}
+        assert len(reader.records[copies_out]) >= COPIES
