@@ -77,7 +77,11 @@ class WorkerConfig(BaseSettings):
         0.2, "Time between offset commits of finished records.", "s", gt=0.0, lt=3600.0
     )
     restore_timeout: float = _field(
-        60.0, "Longest the worker waits to restore window and join state on assignment.", "s", gt=0.0
+        60.0,
+        "Longest the worker spends reading a newly assigned partition's window and join state back "
+        "before it fails (the time between restore slices, running records, does not count).",
+        "s",
+        gt=0.0,
     )
     restore_slice: float = _field(
         0.01,

@@ -13,7 +13,8 @@ is still being read, and the partitions that do not move do not stop at all.
 
 A partition revoked or lost before its restore finished is dropped from it; a changelog partition no
 longer needed by any assigned partition stops being read. A restore that takes longer than
-``restore_timeout`` fails the worker, like any restore failure: records must not run on missing state.
+``restore_timeout`` of reading fails the worker, like any restore failure: records must not run on
+missing state.
 """
 
 from __future__ import annotations
@@ -64,8 +65,10 @@ class StateRestorer:
         self._consumer: Consumer | None = None
         #: Input partition -> the changelog partitions it still waits for.
         self._waiting: dict[Key, set[Key]] = {}
-        #: Input partition -> when its restore started (``time.monotonic``), for the timeout.
-        self._since: dict[Key, float] = {}
+        #: Input partition -> seconds spent reading changelogs while it waited, for the timeout (the
+        #: time between slices, when the worker runs records, does not count: a restore in the
+        #: background must not fail where the same restore in the callback would have finished).
+        self._spent: dict[Key, float] = {}
         #: Changelog partition -> the (step, partition) pairs its replay is loaded into.
         self._steps: dict[Key, list[tuple[StatefulStep, int]]] = {}
         #: Set while no partition waits: what ``Worker.wait_assigned`` waits for.
@@ -85,7 +88,6 @@ class StateRestorer:
         """Start restoring newly assigned input partitions; return those that must wait (no record of
         theirs may run until :meth:`step` says they are ready). Without ``background`` the restore
         happens here, and nothing waits."""
-        now = time.monotonic()
         held: list[Key] = []
         changelogs: list[Key] = []
         for key, steps in wanted:
@@ -98,7 +100,7 @@ class StateRestorer:
                 needs.add(changelog)
             if needs:
                 self._waiting[key] = needs
-                self._since[key] = now
+                self._spent[key] = 0.0
                 held.append(key)
                 changelogs.extend(needs)
         if not held:
@@ -117,20 +119,25 @@ class StateRestorer:
             return []
         reader = self._read()
         ready: list[Key] = []
+        started = time.perf_counter()
         for changelog, replay in reader.read(seconds):
             self._load(changelog, replay)
             for key, needs in list(self._waiting.items()):
                 needs.discard(changelog)
                 if not needs:
                     del self._waiting[key]
-                    del self._since[key]
+                    del self._spent[key]
                     ready.append(key)
-        now = time.monotonic()
-        late = [key for key, since in self._since.items() if now - since > self._timeout]
+        spent = time.perf_counter() - started
+        late = []
+        for key in self._spent:
+            self._spent[key] += spent
+            if self._spent[key] > self._timeout:
+                late.append(key)
         if late:
             raise KafkaClientError(
                 f"could not read the changelogs of {sorted(late)} to their end within "
-                f"{self._timeout:.0f}s (restore_timeout); their state cannot be restored"
+                f"{self._timeout:g}s of reading (restore_timeout); their state cannot be restored"
             )
         if not self._waiting:
             self.settled.set()
@@ -142,7 +149,7 @@ class StateRestorer:
         partition still waits."""
         for key in keys:
             self._waiting.pop(key, None)
-            self._since.pop(key, None)
+            self._spent.pop(key, None)
         needed = set().union(*self._waiting.values()) if self._waiting else set()
         unneeded = [changelog for changelog in self._steps if changelog not in needed]
         for changelog in unneeded:

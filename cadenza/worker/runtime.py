@@ -40,9 +40,9 @@ acknowledged).
 Rebalancing (:mod:`cadenza.worker.rebalance`; cooperative-sticky, so assignments are incremental):
 a newly assigned partition with window or join state is assigned paused, and its state is read
 back from its changelog a slice at a time between runs of records (:mod:`cadenza.worker.restoring`);
-the partition is resumed once its own state is back, while the others run on. On revocation, what finished is committed and the
-queued records of the revoked partitions are dropped from the scheduler: they are handed back,
-uncommitted, to the partition's next owner.
+the partition is resumed once its own state is back, while the others run on. On revocation, what
+finished is committed and the queued records of the revoked partitions are dropped from the
+scheduler: they are handed back, uncommitted, to the partition's next owner.
 """
 
 from __future__ import annotations

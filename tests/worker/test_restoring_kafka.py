@@ -116,11 +116,15 @@ def test_a_partition_that_goes_mid_restore_is_dropped_from_it(
 def test_a_restore_past_its_timeout_fails(kafka_settings: KafkaSettings, new_topic: NewTopic) -> None:
     changelog = new_topic(partitions=1, configs={"cleanup.policy": "compact"})
     write_state(kafka_settings, changelog, 0, 50_000)
-    restorer = StateRestorer(kafka_settings, f"g-{uuid.uuid4().hex[:6]}", WorkerCounters(), timeout=0.001)
+    restorer = StateRestorer(kafka_settings, f"g-{uuid.uuid4().hex[:6]}", WorkerCounters(), timeout=0.01)
     try:
         restorer.begin([(("in", 0), [(cast(StatefulStep, RestoredInto(changelog)), 0)])])
-        time.sleep(0.01)
+        time.sleep(0.05)  # time between slices is not reading: it does not count
+        restorer.step(0.001)
+        assert restorer.restoring
+        # 10 ms of reading is not enough for 50,000 records.
         with pytest.raises(KafkaClientError, match="restore_timeout"):
-            restorer.step(0.0001)  # at most a batch of the 50,000 records: not the end
+            for _ in range(100):
+                restorer.step(0.002)
     finally:
         restorer.close()
