@@ -41,7 +41,7 @@ short of records; a window counted higher (a record run twice across a hand-over
 is what at-least-once allows, and is counted (``overcounted_records``, ``duplicate_outputs``);
 ``results_exact`` says whether there was none.
 
-    python benchmarks/bench_migration.py --out DIR [--quick] [--strategies all_at_once,cooperative]
+    python benchmarks/bench_migration.py --out DIR [--quick] [--keys N] [--strategies all_at_once,cooperative]
 """
 
 from __future__ import annotations
@@ -1072,9 +1072,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES))
     parser.add_argument("--bootstrap", default=None)
+    parser.add_argument("--keys", type=int, default=None, help="BIG's keys (the mode's default otherwise)")
     args = parser.parse_args(argv)
     names = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
-    config = quick_config(strategies=names) if args.quick else MigrationConfig(strategies=names)
+    overrides: dict[str, Any] = {"strategies": names}
+    if args.keys is not None:
+        overrides["keys"] = args.keys
+    config = quick_config(**overrides) if args.quick else MigrationConfig(**overrides)
     result = run_benchmark(args.out, config=config, bootstrap=args.bootstrap)
     print(format_table(result))
 
