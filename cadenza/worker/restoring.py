@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, KeysView, Sequence
 
 from confluent_kafka import Consumer
 
@@ -76,9 +76,10 @@ class StateRestorer:
         self.settled.set()
 
     @property
-    def holding(self) -> set[Key]:
-        """Input partitions assigned and not yet restored (kept paused)."""
-        return set(self._waiting)
+    def holding(self) -> KeysView[Key]:
+        """Input partitions assigned and not yet restored (kept paused); a live view (read once per
+        worker step, so no set is built when nothing is restoring)."""
+        return self._waiting.keys()
 
     @property
     def restoring(self) -> bool:
