@@ -22,6 +22,7 @@ from typing import Any
 from cadenza.state.serde import (
     POSITION_KEY,
     Position,
+    StateDecodeError,
     decode_key,
     decode_position,
     decode_value,
@@ -108,14 +109,36 @@ class ChangelogView(MutableMapping[Any, Any]):
         return writes
 
 
+class _Undecodable:
+    """A changelog write that could not be decoded: an error only if it is still in the state at the
+    end (a later write of the key, a tombstone or a batch the writer never finished drops it)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: StateDecodeError) -> None:
+        self.error = error
+
+
+#: Tags an undecodable key (``(_RAW, raw bytes)``): no decoded key holds this object, so it cannot
+#: collide with one (a decoded key may well be ``bytes`` equal to the raw ones).
+_RAW = object()
+
+
 class ChangelogReplay:
-    """Rebuilds one partition's state from its changelog records, fed in log order."""
+    """Rebuilds one partition's state from its changelog records, fed in log order.
+
+    Each record is decoded as it is applied, not all at the end: a worker restoring in slices
+    (:class:`cadenza.state.ChangelogReader`) pays for decoding slice by slice, instead of in one stall
+    of about 3 us per key when the read ends (0.7 s for 250,000 keys on a 2-core machine). What
+    fails to decode is remembered, and raised by :meth:`entries` only if it is part of the state.
+    """
 
     __slots__ = ("_committed", "_pending", "discarded", "position", "records")
 
     def __init__(self) -> None:
-        self._committed: dict[bytes, bytes | None] = {}
-        self._pending: dict[bytes, bytes | None] = {}
+        self._committed: dict[Any, Any] = {}
+        #: Decoded key -> decoded value (None: a tombstone), since the last marker.
+        self._pending: dict[Any, Any] = {}
         self.position: Position | None = None
         self.records = 0
         self.discarded = 0
@@ -127,17 +150,34 @@ class ChangelogReplay:
         if key == POSITION_KEY:
             if value is None:
                 return
-            self._committed.update(self._pending)
+            committed = self._committed
+            for decoded, state in self._pending.items():
+                if state is None:
+                    committed.pop(decoded, None)
+                else:
+                    committed[decoded] = state
             self._pending.clear()
             self.position = decode_position(value)
             return
-        self._pending[key] = value
+        try:
+            decoded = decode_key(key)
+        except StateDecodeError as exc:
+            self._pending[(_RAW, key)] = None if value is None else _Undecodable(exc)
+            return
+        if value is None:
+            self._pending[decoded] = None
+            return
+        try:
+            self._pending[decoded] = decode_value(value)
+        except StateDecodeError as exc:
+            self._pending[decoded] = _Undecodable(exc)
 
     def entries(self) -> dict[Any, Any]:
-        """The state as of the last marker: decoded keys to decoded values, tombstoned keys left out."""
+        """The state as of the last marker: decoded keys to decoded values, tombstoned keys left out.
+
+        Raises :class:`StateDecodeError` if a key or value of that state could not be decoded."""
         self.discarded = len(self._pending)
-        return {
-            decode_key(key): decode_value(value)
-            for key, value in self._committed.items()
-            if value is not None
-        }
+        for state in self._committed.values():
+            if isinstance(state, _Undecodable):
+                raise state.error
+        return dict(self._committed)

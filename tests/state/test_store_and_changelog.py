@@ -96,6 +96,33 @@ def test_replay_applies_writes_up_to_the_last_marker_and_discards_the_unfinished
     assert replay.discarded == 2
 
 
+def test_an_undecodable_write_fails_the_replay_only_if_it_is_part_of_the_state() -> None:
+    pickled = b"\x80pickle"  # a value written by an old version: refused (no pickle)
+    marker = encode_position(Position(1))
+    # Overwritten, tombstoned, or in a batch the writer never finished: not part of the state.
+    replay = ChangelogReplay()
+    for key, value in [
+        (encode_key("over"), pickled),
+        (encode_key("gone"), pickled),
+        (b"\xff", pickled),  # a key with an unknown tag
+        (POSITION_KEY, marker),
+        (encode_key("over"), encode_value(1)),
+        (encode_key("gone"), None),
+        (b"\xff", None),
+        (POSITION_KEY, marker),
+        (encode_key("unfinished"), pickled),
+    ]:
+        replay.apply(key, value)
+    assert replay.entries() == {"over": 1}
+    # Still part of the state at the last marker: a clear error, never a silent gap.
+    for bad_key, bad_value in [(encode_key("kept"), pickled), (b"\xff", encode_value(1))]:
+        replay = ChangelogReplay()
+        replay.apply(bad_key, bad_value)
+        replay.apply(POSITION_KEY, marker)
+        with pytest.raises(StateDecodeError):
+            replay.entries()
+
+
 def test_replay_without_any_marker_restores_nothing() -> None:
     replay = ChangelogReplay()
     replay.apply(encode_key("a"), encode_value(1))
