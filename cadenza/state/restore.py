@@ -1,13 +1,13 @@
 """Reading changelog partitions from the beginning to their true end, to rebuild state.
 
-Two readers. :func:`restore_changelogs` reads a set of partitions to their end in one blocking call;
-"the end" is found by reading (:func:`cadenza.infra.kafka.offsets.end_offsets`), not from the
-high watermark, because some brokers under-report the watermark in their offset listings and a
-restore that stops early would silently lose state. :class:`ChangelogReader` reads a slice at a time,
-so a worker can restore between runs of records instead of stopping every partition for the longest
-restore; its end is the client's end-of-partition event, which a fetch raises once it reached the
-end the broker reports in the fetch itself (the same event ``end_offsets`` ends on). Partitions are
-read by one consumer that is assigned (never subscribed), so restoring does not touch any group.
+:class:`ChangelogReader` reads a slice at a time, so a worker can restore between runs of records
+instead of stopping every partition for the longest restore; :func:`restore_changelogs` is the same
+reader driven to the end in one blocking call. The end is the client's end-of-partition event, which
+a fetch raises once it reached the end the broker reports in the fetch itself (the event
+:func:`cadenza.infra.kafka.offsets.end_offsets` ends on too), not the high watermark of an offset
+listing, which some brokers under-report: a restore that stopped early would silently lose state.
+Partitions are read by one consumer that is assigned (never subscribed), so restoring does not touch
+any group.
 """
 
 from __future__ import annotations
@@ -19,58 +19,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from cadenza.infra.kafka.clients import ClientErrors, raise_for_message_error
 from cadenza.infra.kafka.errors import KafkaClientError
-from cadenza.infra.kafka.offsets import end_offsets
-from cadenza.settings import KafkaSettings
 from cadenza.state.changelog import ChangelogReplay
 
 __all__ = ["ChangelogReader", "restore_changelogs"]
 
 TopicPartitionKey = tuple[str, int]
-
-
-def restore_changelogs(
-    settings: KafkaSettings,
-    consumer: Consumer,
-    consumer_errors: ClientErrors,
-    partitions: list[TopicPartitionKey],
-    timeout: float = 60.0,
-) -> dict[TopicPartitionKey, ChangelogReplay]:
-    """Replay each changelog ``(topic, partition)`` from its first record to its true end.
-
-    ``consumer`` is a consumer outside any group (used with ``assign``); it is left unassigned.
-    """
-    replays = {tp: ChangelogReplay() for tp in partitions}
-    if not partitions:
-        return replays
-    ends = end_offsets(settings, partitions, timeout=timeout)
-    waiting = {tp for tp in partitions if ends[tp] > 0}
-    if not waiting:
-        return replays
-    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING) for topic, partition in waiting])
-    deadline = time.monotonic() + timeout
-    try:
-        while waiting:
-            if time.monotonic() > deadline:
-                raise KafkaClientError(
-                    f"could not read changelog partitions {sorted(waiting)} to their end within "
-                    f"{timeout:.0f}s; state cannot be restored"
-                )
-            consumer_errors.raise_fatal()
-            for message in consumer.consume(1000, 0.2):
-                if not raise_for_message_error(message):
-                    continue
-                topic, partition, offset = message.topic(), message.partition(), message.offset()
-                if topic is None or partition is None or offset is None:
-                    continue
-                tp = (topic, partition)
-                if tp not in waiting:
-                    continue
-                replays[tp].apply(message.key(), message.value())
-                if offset + 1 >= ends[tp]:
-                    waiting.discard(tp)
-    finally:
-        consumer.unassign()
-    return replays
 
 
 class ChangelogReader:
@@ -132,3 +85,31 @@ class ChangelogReader:
             if not messages:
                 break
         return done
+
+
+def restore_changelogs(
+    consumer: Consumer,
+    consumer_errors: ClientErrors,
+    partitions: Iterable[TopicPartitionKey],
+    timeout: float = 60.0,
+) -> dict[TopicPartitionKey, ChangelogReplay]:
+    """Replay each changelog ``(topic, partition)`` from its first record to its end, blocking.
+
+    ``consumer`` is outside any group and raises end-of-partition events (``enable.partition.eof``);
+    it is left without the partitions.
+    """
+    reader = ChangelogReader(consumer, consumer_errors)
+    reader.start(partitions)
+    done: dict[TopicPartitionKey, ChangelogReplay] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while reader.replays:
+            if time.monotonic() > deadline:
+                raise KafkaClientError(
+                    f"could not read changelog partitions {sorted(reader.replays)} to their end within "
+                    f"{timeout:.0f}s; state cannot be restored"
+                )
+            done.update(reader.read(0.2))
+    finally:
+        reader.stop(list(reader.replays))
+    return done

@@ -157,11 +157,11 @@ def test_state_restored_from_a_changelog_topic_into_rocksdb_equals_the_state_wri
     records.extend((key, value, 1) for key, value in view.drain(Position(offset=999))[:-1])
     produce(kafka_settings, changelog, [(k, v, p) for k, v, p in records])
 
-    consumer, errors = make_consumer(kafka_settings, f"restore-{uuid.uuid4().hex[:6]}")
+    consumer, errors = make_consumer(
+        kafka_settings, f"restore-{uuid.uuid4().hex[:6]}", **{"enable.partition.eof": True}
+    )
     try:
-        replays = restore_changelogs(
-            kafka_settings, consumer, errors, [(changelog, 0), (changelog, 1)], timeout=20
-        )
+        replays = restore_changelogs(consumer, errors, [(changelog, 0), (changelog, 1)], timeout=20)
     finally:
         consumer.close()
     assert replays[(changelog, 0)].position is None
