@@ -32,6 +32,7 @@ from cadenza.infra.kafka.errors import KafkaClientError
 from cadenza.settings import KafkaSettings
 from cadenza.state import ChangelogReader, ChangelogReplay, StateDecodeError
 from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.idle_clock import IdleClock
 from cadenza.worker.operators.stateful import StatefulStep
 
 __all__ = ["StateRestorer"]
@@ -55,12 +56,16 @@ class StateRestorer:
         timeout: float,
         *,
         background: bool = True,
+        idle_clock: IdleClock | None = None,
     ) -> None:
         self._settings = settings
         self._group = group
         self._counters = counters
         self._timeout = timeout
         self.background = background
+        #: Stands still while partitions wait in the background: such a partition is silent because
+        #: of the worker, not because its input is (see :mod:`cadenza.worker.idle_clock`).
+        self._idle_clock = idle_clock
         self._reader: ChangelogReader | None = None
         self._consumer: Consumer | None = None
         #: Input partition -> the changelog partitions it still waits for.
@@ -106,6 +111,8 @@ class StateRestorer:
                 changelogs.extend(needs)
         if not held:
             return []
+        if self.background and self.settled.is_set() and self._idle_clock is not None:
+            self._idle_clock.stall()  # the first partition to wait: unstalled in _settle
         self.settled.clear()
         self._read().start(changelogs)
         if self.background:
@@ -140,14 +147,15 @@ class StateRestorer:
                 f"could not read the changelogs of {sorted(late)} to their end within "
                 f"{self._timeout:g}s of reading (restore_timeout); their state cannot be restored"
             )
-        if not self._waiting:
-            self.settled.set()
+        self._settle()
         return ready
 
     def forget(self, keys: Iterable[Key]) -> bool:
         """Assigned partitions that went before their restore finished: they wait no more, and a
         changelog partition no other waiting partition needs stops being read. Returns whether some
         partition still waits."""
+        if not self._waiting:
+            return False
         for key in keys:
             self._waiting.pop(key, None)
             self._spent.pop(key, None)
@@ -157,9 +165,17 @@ class StateRestorer:
             del self._steps[changelog]
         if self._reader is not None:
             self._reader.stop(unneeded)
-        if not self._waiting:
-            self.settled.set()
+        self._settle()
         return bool(self._waiting)
+
+    def _settle(self) -> None:
+        """After partitions stopped waiting (some did before): once none does, say so, and let the
+        idle clock run again."""
+        if self._waiting:
+            return
+        self.settled.set()
+        if self.background and self._idle_clock is not None:
+            self._idle_clock.unstall()
 
     def _load(self, changelog: Key, replay: ChangelogReplay) -> None:
         """Load a changelog partition read to its end into the steps waiting for it."""

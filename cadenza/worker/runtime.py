@@ -331,7 +331,12 @@ class Worker:
         self._consumers: list[tuple[Consumer, ClientErrors]] = []
         self._fetcher: Fetcher | None = None
         self._restorer = StateRestorer(
-            settings, self.group, self.counters, restore_timeout, background=restore_slice > 0
+            settings,
+            self.group,
+            self.counters,
+            restore_timeout,
+            background=restore_slice > 0,
+            idle_clock=self.idle_clock,
         )
         self.restore_slice = restore_slice
         #: What the started worker runs (see :mod:`cadenza.worker.plan`); ``None`` until :meth:`start`.
@@ -1013,17 +1018,12 @@ class Worker:
     def _restore(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """Start restoring newly assigned partitions' state; return those that wait for it (paused).
 
-        While any waits, window inputs' idle timeouts stand still (:mod:`.idle_clock`): a waiting
-        partition is silent because of the worker, not because its input is."""
-        restorer = self._restorer
-        was_restoring = restorer.restoring
+        While any waits, window inputs' idle timeouts stand still (the restorer stalls the idle clock)."""
         held = set(
-            restorer.begin(
+            self._restorer.begin(
                 ((tp.topic, tp.partition), self._stateful(tp.topic, tp.partition)) for tp in partitions
             )
         )
-        if held and not was_restoring:
-            self.idle_clock.stall()
         return [tp for tp in partitions if (tp.topic, tp.partition) in held]
 
     def _stateful(self, topic: str, partition: int) -> list[tuple[StatefulStep, int]]:
@@ -1043,8 +1043,6 @@ class Worker:
             for topic, partition in ready:
                 fetcher.owner(topic).resume([TopicPartition(topic, partition)])
             _log.info("assigned %s (state restored)", ", ".join(f"{t}[{p}]" for t, p in ready))
-        if not restorer.restoring:
-            self.idle_clock.unstall()
 
     # The quarantine guard's view of ownership (see cadenza.worker.quarantine): how newly assigned
     # partitions' first records run; a clean release clears their suspicion; a loss does not.
@@ -1075,9 +1073,7 @@ class Worker:
         self._checkpoint.forget(
             partitions, [pair for tp in partitions for pair in self._stateful(tp.topic, tp.partition)]
         )
-        restorer = self._restorer
-        if restorer.restoring and not restorer.forget((tp.topic, tp.partition) for tp in partitions):
-            self.idle_clock.unstall()
+        self._restorer.forget((tp.topic, tp.partition) for tp in partitions)
         self._flow.forget({(tp.topic, tp.partition) for tp in partitions})
         dropped = 0
         for schedule in self._schedules:

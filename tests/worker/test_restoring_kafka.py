@@ -15,6 +15,7 @@ from cadenza.settings import KafkaSettings
 from cadenza.state import ChangelogView, InMemoryStateStore, Position
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.idle_clock import IdleClock
 from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.restoring import StateRestorer
 from tests.worker.kafka_io import produce
@@ -90,6 +91,28 @@ def test_partitions_come_back_on_their_own_and_a_join_changelog_is_read_once(
     assert step.restored[2] == ({}, None)
     assert counters.restored_keys == 20_003
     assert restorer.settled.is_set()
+
+
+def test_window_inputs_idle_clock_stands_still_while_a_partition_waits(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    changelog = new_topic(partitions=1, configs={"cleanup.policy": "compact"})
+    write_state(kafka_settings, changelog, 0, 1_000)
+    wall = [100.0]
+    clock = IdleClock(lambda: wall[0])
+    step = cast(StatefulStep, RestoredInto(changelog))
+    restorer = StateRestorer(
+        kafka_settings, f"g-{uuid.uuid4().hex[:6]}", WorkerCounters(), timeout=60, idle_clock=clock
+    )
+    try:
+        restorer.begin([(("in", 0), [(step, 0)])])
+        wall[0] += 5.0  # silence while the partition waits is the worker's, not its input's
+        assert clock.now() == 100.0
+        restore_until_settled(restorer)
+    finally:
+        restorer.close()
+    wall[0] += 2.0
+    assert clock.now() == 102.0  # counted again once nothing waits
 
 
 def test_a_partition_that_goes_mid_restore_is_dropped_from_it(
