@@ -50,6 +50,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seconds", type=int, default=120)
     parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument(
+        "--fetch-wait-ms", type=int, default=500, help="the readers' fetch.wait.max.ms (librdkafka's default)"
+    )
+    parser.add_argument("--readers", type=int, default=1, help="consumers in the reading group")
     args = parser.parse_args(argv)
     with broker_settings(None) as settings:
         configs = {"retention.ms": "20000", "segment.ms": "5000"}
@@ -67,13 +71,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                 time.sleep(0.01)
 
         def read() -> None:
-            consumer, _ = make_consumer(settings, "growth-reader")
+            consumer, _ = make_consumer(
+                settings, "growth-reader", **{"fetch.wait.max.ms": args.fetch_wait_ms}
+            )
             consumer.subscribe([TOPIC])
             while not stop.is_set():
                 consumer.consume(500, 0.1)
             consumer.close()
 
-        threads = [threading.Thread(target=load, daemon=True), threading.Thread(target=read, daemon=True)]
+        threads = [threading.Thread(target=load, daemon=True)]
+        threads += [threading.Thread(target=read, daemon=True) for _ in range(args.readers)]
         for thread in threads:
             thread.start()
         pid = broker_pid()

@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,9 @@ class ScalingConfig:
     utilisation_target: float = 0.8
     max_workers: int = 8
     autoscalers: tuple[str, ...] = ("ds2", "threshold")
+    fetch_wait_ms: int = 20
+    """The workers' ``CADENZA_FETCH_WAIT_MS``: the embedded broker's CPU grows with its fetch requests
+    times the records it holds, so a long run needs fewer empty fetches than the worker's default."""
 
 
 def quick_config() -> ScalingConfig:
@@ -285,6 +288,7 @@ def run_one(
             **os.environ,
             "CADENZA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
             "CADENZA_RATE_WINDOW_S": str(config.interval_s),
+            "CADENZA_FETCH_WAIT_MS": str(config.fetch_wait_ms),
         },
     )
     pool = Pool(settings, group, flow, controller, processes, clock=clock, interval_s=config.interval_s)
@@ -545,6 +549,7 @@ def _result(
             "utilisation_target": config.utilisation_target,
             "max_workers": config.max_workers,
             "partitions": PARTITIONS,
+            "worker_fetch_wait_ms": config.fetch_wait_ms,
         },
         "minimum_pool": minimum,
         "runs": runs,
@@ -579,8 +584,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--bootstrap", default=None)
+    parser.add_argument(
+        "--sleep-ms",
+        type=float,
+        default=None,
+        help="the enrichment call's sleep per record (default 5); with --rates, the load on the broker",
+    )
+    parser.add_argument(
+        "--rates",
+        default=None,
+        help="bulk records/s of the steady phase and the step, 'A,B' (default 250,420)",
+    )
+    parser.add_argument(
+        "--fetch-wait-ms", type=int, default=None, help="the workers' CADENZA_FETCH_WAIT_MS (default 20)"
+    )
     args = parser.parse_args(argv)
     config = quick_config() if args.quick else ScalingConfig()
+    if args.fetch_wait_ms is not None:
+        config = replace(config, fetch_wait_ms=args.fetch_wait_ms)
+    if args.sleep_ms is not None:
+        config = replace(config, sleep_ms=args.sleep_ms)
+    if args.rates is not None:
+        steady, step = (float(part) for part in args.rates.split(","))
+        config = replace(config, rates=(steady, step))
     print(format_table(run_benchmark(args.out, config=config, bootstrap=args.bootstrap)))
 
 

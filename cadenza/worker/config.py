@@ -197,6 +197,17 @@ class WorkerConfig(BaseSettings):
         "tightest target is below 500 ms, below 10 s, the rest).",
     )
 
+    fetch_wait_ms: int = _field(
+        20,
+        "Longest time a fetch waits at the broker for records (librdkafka's fetch.wait.max.ms, every "
+        "lane): short sees a quiet partition's next record sooner on brokers that hold a fetch for the "
+        "whole wait (the embedded one); long sends fewer empty fetches, which the embedded broker pays "
+        "for more the more records it holds (see benchmarks/RESULTS.md).",
+        "ms",
+        ge=1,
+        le=10_000,
+    )
+
     @field_validator("lanes")
     @classmethod
     def _lanes_spec(cls, value: str) -> str:
@@ -262,6 +273,7 @@ class WorkerConfig(BaseSettings):
             "crash_dir": self.crash_dir,
             "replace_plan": self.replace_plan,
             "lanes": self.lanes,
+            "fetch_wait": self.fetch_wait_ms / 1000.0,
             "gc_young_threshold": self.gc_young_threshold,
         }
         if given:

@@ -21,8 +21,12 @@ topics included: the sub-topology after a ``key_by`` reads one). The ``lanes`` s
 
 Every lane's consumer joins the worker's one group with its own disjoint subscription, so committed
 offsets stay in that group whatever the lanes are (a topic that changes lane keeps its progress).
-The most urgent lanes fetch with a short broker wait and a small prefetch (records reach the
-scheduler fresh); the last lane keeps the bulk settings the worker always had.
+The most urgent lanes fetch with a small prefetch (records reach the scheduler fresh); the last lane
+keeps the bulk settings the worker always had. Every lane's broker wait is the worker's
+``fetch_wait`` (20 ms by default): short, because the embedded broker holds a parked fetch for the
+whole wait even when data arrives meanwhile, so the wait is latency on a quiet partition; but each
+wait that ends empty is another fetch request, and the embedded broker's cost per request grows with
+the records it holds (``benchmarks/bench_broker_growth.py``), so a long run there wants a longer one.
 """
 
 from __future__ import annotations
@@ -95,8 +99,10 @@ def lane_bounds(spec: str) -> tuple[float, ...] | None:
     return bounds
 
 
-def plan_lanes(targets: Mapping[str, float], spec: str = "auto") -> list[Lane]:
-    """The lanes for topics with these tightest targets, most urgent first (see the module doc)."""
+def plan_lanes(targets: Mapping[str, float], spec: str = "auto", fetch_wait: float = 0.02) -> list[Lane]:
+    """The lanes for topics with these tightest targets, most urgent first, each fetching with a
+    broker wait of ``fetch_wait`` seconds (see the module doc)."""
+    wait = {"fetch.wait.max.ms": max(1, round(fetch_wait * 1000))}
     try:
         bounds = lane_bounds(spec)
     except ValueError as exc:
@@ -109,14 +115,14 @@ def plan_lanes(targets: Mapping[str, float], spec: str = "auto") -> list[Lane]:
         groups[index].append(topic)
     filled = [sorted(topics) for topics in groups if topics]
     if not filled:
-        return [Lane(0, (), float("inf"), dict(BULK_FETCH))]
+        return [Lane(0, (), float("inf"), {**BULK_FETCH, **wait})]
     last = len(filled) - 1
     return [
         Lane(
             i,
             tuple(topics),
             min(targets[t] for t in topics),
-            dict(BULK_FETCH if i == last else URGENT_FETCH),
+            {**(BULK_FETCH if i == last else URGENT_FETCH), **wait},
         )
         for i, topics in enumerate(filled)
     ]

@@ -179,7 +179,8 @@ class Worker:
     ``rate_window_s`` (None: ``CADENZA_RATE_WINDOW_S`` or 10 s; see :mod:`cadenza.worker.rates`).
     ``lanes``: how topics are split into fetch lanes, one consumer each (``auto``: by the tightest
     latency target of the pipelines reading them; ``off``: one consumer; or ascending bounds in ms,
-    ``500,10000``; see :mod:`cadenza.worker.lanes`).
+    ``500,10000``; see :mod:`cadenza.worker.lanes`). ``fetch_wait``: every lane's broker wait for
+    records, in seconds (librdkafka's ``fetch.wait.max.ms``; see :mod:`cadenza.worker.lanes`).
     ``gc_young_threshold``: while the worker is started, the cyclic garbage collector's young-generation
     threshold (the interpreter's default is 700) and what was alive at the start frozen out of its walks,
     so buffered records are not walked again and again; 0 leaves the collector alone (:mod:`.gc_tuning`).
@@ -222,6 +223,7 @@ class Worker:
         max_poll_interval: float = 300.0,
         hang_timeout: float | None = None,
         lanes: str = "off",
+        fetch_wait: float = 0.02,
         crash_dir: str | Path | None = None,
         gc_young_threshold: int = 10_000,
         config: WorkerConfig | None = None,
@@ -246,6 +248,8 @@ class Worker:
             )
         if not (0.0 < progress_interval < 60.0):
             raise ConfigError(f"progress_interval must be in (0, 60) s, got {progress_interval!r}")
+        if not (0.001 <= fetch_wait <= 10.0):
+            raise ConfigError(f"fetch_wait must be between 0.001 and 10 s, got {fetch_wait!r}")
         if hang_timeout is None:
             hang_timeout = 0.8 * max_poll_interval
         if (
@@ -299,7 +303,7 @@ class Worker:
             (sub.input_topic, graph.latency_target_s) for graph, subs in self.subtopologies for sub in subs
         )
         #: The fetch lanes, most urgent first (one: a single consumer, as without lanes).
-        self.lanes: list[Lane] = plan_lanes(targets, lanes)
+        self.lanes: list[Lane] = plan_lanes(targets, lanes, fetch_wait)
         self.scheduler: Scheduler[SchedKey, Unit] = Scheduler(
             self.policy, clock=clock, max_records=quantum_records, max_seconds=quantum_seconds
         )

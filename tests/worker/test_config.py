@@ -75,7 +75,9 @@ def test_the_environment_sets_the_config_and_units_are_converted(monkeypatch: py
     monkeypatch.setenv("CADENZA_WATERMARK_IDLE_TIMEOUT", "0")
     monkeypatch.setenv("CADENZA_ACTIVITIES_TOPIC", "off")
     monkeypatch.setenv("CADENZA_BATCH_SIZE", "7")
+    monkeypatch.setenv("CADENZA_FETCH_WAIT_MS", "250")
     arguments = WorkerConfig.load(batch_size=9).worker_arguments()  # an explicit value beats the variable
+    assert arguments["fetch_wait"] == pytest.approx(0.25)
     assert arguments["quantum_seconds"] == pytest.approx(0.005)
     assert arguments["progress_interval"] == pytest.approx(0.25)
     assert arguments["watermark_idle_timeout"] is None  # 0: hold the watermark back for ever
@@ -92,6 +94,8 @@ def test_the_environment_sets_the_config_and_units_are_converted(monkeypatch: py
         ("CADENZA_RUN_SLICE", "60"),
         ("CADENZA_PARTITIONS", "0"),
         ("CADENZA_STATE_STORE", "floppy"),
+        ("CADENZA_FETCH_WAIT_MS", "0"),
+        ("CADENZA_FETCH_WAIT_MS", "10001"),
     ],
 )
 def test_a_bad_value_is_a_config_error_naming_its_variable(
@@ -115,6 +119,13 @@ def test_worker_takes_its_settings_from_the_config() -> None:
     )
     assert worker.progress_interval == pytest.approx(0.05)
     assert worker.activities_topic == config.activities_topic
+
+
+def test_every_lane_fetches_with_the_configured_broker_wait() -> None:
+    worker = Worker([_pipeline()], KafkaSettings(), config=WorkerConfig(fetch_wait_ms=250))
+    assert [lane.fetch["fetch.wait.max.ms"] for lane in worker.lanes] == [250]
+    with pytest.raises(ConfigError, match="fetch_wait"):
+        Worker([_pipeline()], KafkaSettings(), fetch_wait=0.0)
 
 
 def test_a_setting_given_both_ways_is_refused() -> None:

@@ -36,6 +36,16 @@ def test_alike_targets_make_one_lane_with_the_bulk_settings() -> None:
     assert len(lanes) == 1 and lanes[0].topics == ("a", "b", "c") and lanes[0].fetch == BULK_FETCH
 
 
+def test_the_broker_wait_is_set_on_every_lane_and_the_rest_is_kept() -> None:
+    targets = {"ls": 0.3, "ba": 0.3 * LANE_RATIO * LANE_RATIO}
+    lanes = plan_lanes(targets, "auto", fetch_wait=0.25)
+    assert [lane.fetch for lane in lanes] == [
+        {**URGENT_FETCH, "fetch.wait.max.ms": 250},
+        {**BULK_FETCH, "fetch.wait.max.ms": 250},
+    ]
+    assert plan_lanes({}, "off", fetch_wait=0.0004)[0].fetch["fetch.wait.max.ms"] == 1  # librdkafka's ms
+
+
 def test_off_is_one_lane_and_bounds_place_topics_below_them() -> None:
     targets = {"fast": 0.1, "mid": 2.0, "slow": 60.0}
     assert [lane.topics for lane in plan_lanes(targets, "off")] == [("fast", "mid", "slow")]
