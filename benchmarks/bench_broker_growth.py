@@ -1,12 +1,13 @@
 """Does the embedded broker slow down with what it holds? CPU, RSS and the earliest offset over time.
 
 Produces ``--rate`` records/s (100 bytes) to a 4-partition topic created with ``retention.ms`` 20 s
-(and ``segment.ms`` 5 s), read continuously by one consumer in a group, and prints every 10 s the
+(and ``segment.ms`` 5 s), read continuously by ``--readers`` consumers in a group (each fetching with
+``--fetch-wait-ms``: an empty fetch is asked again after it), and prints every 10 s the
 broker process's CPU (cores) and RSS and partition 0's low and high offsets: a broker that applied
 retention would move the low offset; one whose work per request grows with the data held shows its
 CPU climbing at a constant rate. Linux only (reads ``/proc``).
 
-    python benchmarks/bench_broker_growth.py [--seconds 120] [--rate 1000]
+    python benchmarks/bench_broker_growth.py [--seconds 120] [--rate 1000] [--readers 1] [--fetch-wait-ms 500]
 """
 
 from __future__ import annotations
