@@ -583,6 +583,17 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _two_rates(text: str) -> tuple[float, float]:
+    """``--rates A,B``: two positive records-per-second figures, or argparse's usage error."""
+    try:
+        steady, step = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected two rates 'A,B', got {text!r}") from None
+    if steady <= 0 or step <= 0:
+        raise argparse.ArgumentTypeError(f"rates must be positive, got {text!r}")
+    return steady, step
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -596,6 +607,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument(
         "--rates",
+        type=_two_rates,
         default=None,
         help="bulk records/s of the steady phase and the step, 'A,B' (default 125,210)",
     )
@@ -609,8 +621,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.sleep_ms is not None:
         config = replace(config, sleep_ms=args.sleep_ms)
     if args.rates is not None:
-        steady, step = (float(part) for part in args.rates.split(","))
-        config = replace(config, rates=(steady, step))
+        config = replace(config, rates=args.rates)
     print(format_table(run_benchmark(args.out, config=config, bootstrap=args.bootstrap)))
 
 
