@@ -12,7 +12,6 @@ import inspect
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 from types import FrameType
@@ -134,7 +133,7 @@ def _run(
             try:
                 announcer = WorkerAnnouncer(
                     settings,
-                    worker_id=f"{socket.gethostname()}-{os.getpid()}",
+                    worker_id=worker.worker_id,
                     url=url,
                     group=worker.group,
                     pipelines=[pipeline.name for pipeline in pipelines],

@@ -12,10 +12,10 @@ Pure: the plan says nothing about how a move is carried out, so it can be checke
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TypeVar
 
-__all__ = ["STRATEGIES", "plan"]
+__all__ = ["STRATEGIES", "balanced", "plan"]
 
 P = TypeVar("P", bound=Hashable)
 W = TypeVar("W", bound=Hashable)
@@ -57,6 +57,38 @@ def plan(current: Mapping[P, W], target: Mapping[P, W], strategy: str) -> list[d
     for (p, _, new), colour in zip(moves, colours, strict=True):
         steps[colour][p] = new
     return steps
+
+
+def balanced(current: Mapping[tuple[str, int], W], workers: Sequence[W]) -> dict[tuple[str, int], W]:
+    """A target ownership spreading each topic's partitions evenly over ``workers``, moving as few
+    as it can: a partition stays with its owner while that owner is among ``workers`` and under its
+    share of the topic; the others go, in partition order, to the workers holding fewest of it.
+
+    Per topic, not over all topics: a worker with all of one topic's partitions (say, the one with
+    the large state) and none of another's is balanced by count and not by load (what the group's
+    cooperative-sticky assignor did in benchmark S5). The first workers get the remainders.
+    """
+    if not workers:
+        raise ValueError("a target needs at least one worker")
+    target: dict[tuple[str, int], W] = {}
+    for topic in dict.fromkeys(topic for topic, _ in current):
+        partitions = sorted(p for p in current if p[0] == topic)
+        base, extra = divmod(len(partitions), len(workers))
+        quota = {w: base + (1 if i < extra else 0) for i, w in enumerate(workers)}
+        held = dict.fromkeys(workers, 0)
+        left = []
+        for partition in partitions:
+            owner = current[partition]
+            if owner in held and held[owner] < quota[owner]:
+                target[partition] = owner
+                held[owner] += 1
+            else:
+                left.append(partition)
+        for partition in left:
+            worker = min(workers, key=lambda w: (held[w] - quota[w], held[w]))
+            target[partition] = worker
+            held[worker] += 1
+    return target
 
 
 def _edge_colouring(moves: list[tuple[P, W, W]]) -> list[int]:

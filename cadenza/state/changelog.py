@@ -20,6 +20,7 @@ from collections.abc import Hashable, Iterator, MutableMapping
 from typing import Any
 
 from cadenza.state.serde import (
+    FENCE_KEY,
     POSITION_KEY,
     Position,
     StateDecodeError,
@@ -133,7 +134,7 @@ class ChangelogReplay:
     fails to decode is remembered, and raised by :meth:`entries` only if it is part of the state.
     """
 
-    __slots__ = ("_committed", "_pending", "discarded", "position", "records")
+    __slots__ = ("_committed", "_pending", "discarded", "fence", "position", "records")
 
     def __init__(self) -> None:
         self._committed: dict[Any, Any] = {}
@@ -142,11 +143,17 @@ class ChangelogReplay:
         self.position: Position | None = None
         self.records = 0
         self.discarded = 0
+        #: The epoch of the last hand-over fence read (-1: none): see :data:`~cadenza.state.serde.FENCE_KEY`.
+        self.fence = -1
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         self.records += 1
         if key is None:
             return  # not written by cadenza; nothing to key it by
+        if key == FENCE_KEY:
+            if value is not None and value.isdigit():  # else not a fence cadenza wrote; no state either way
+                self.fence = max(self.fence, int(value))
+            return
         if key == POSITION_KEY:
             if value is None:
                 return

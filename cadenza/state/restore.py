@@ -32,13 +32,18 @@ class ChangelogReader:
     ``consumer`` is outside any group and must raise end-of-partition events
     (``enable.partition.eof``); the reader assigns and unassigns partitions on it incrementally, so
     partitions can start and stop while others are read.
+
+    With ``tail`` a partition that reached its end is not let go: it goes on being read (a warm copy
+    of state that another worker still writes, see :mod:`cadenza.scaling.ownership`) until
+    :meth:`stop`, and each time it reaches its end again it is returned again.
     """
 
-    __slots__ = ("_consumer", "_errors", "replays")
+    __slots__ = ("_consumer", "_errors", "_tail", "replays")
 
-    def __init__(self, consumer: Consumer, consumer_errors: ClientErrors) -> None:
+    def __init__(self, consumer: Consumer, consumer_errors: ClientErrors, *, tail: bool = False) -> None:
         self._consumer = consumer
         self._errors = consumer_errors
+        self._tail = tail
         #: The partitions being read, each with what it has replayed so far.
         self.replays: dict[TopicPartitionKey, ChangelogReplay] = {}
 
@@ -78,6 +83,9 @@ class ChangelogReader:
                 if error is None:
                     replay.apply(message.key(), message.value())
                 elif error.code() == KafkaError._PARTITION_EOF:
+                    if self._tail:
+                        done.append(((topic, partition), replay))
+                        continue
                     done.append(((topic, partition), replays.pop((topic, partition))))
                     consumer.incremental_unassign([TopicPartition(topic, partition)])
                 else:

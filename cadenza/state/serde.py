@@ -31,6 +31,7 @@ from cadenza.errors import CadenzaError
 from cadenza.state.safe_codec import FORMAT, SafeDecodeError, dumps, loads, model_path, resolve_model
 
 __all__ = [
+    "FENCE_KEY",
     "POSITION_KEY",
     "Position",
     "StateDecodeError",
@@ -44,6 +45,10 @@ __all__ = [
 
 #: Changelog key of the marker saying which input offset the state before it reflects.
 POSITION_KEY = b"\x00cadenza-position"
+#: Changelog key of the fence an old owner writes when it hands a partition over (value: the move's
+#: epoch): everything it wrote for the partition comes before it, so the new owner's warm copy is
+#: complete once it has read the fence (see :mod:`cadenza.scaling.ownership`).
+FENCE_KEY = b"\x00cadenza-fence"
 
 _LENGTH = struct.Struct(">I")
 

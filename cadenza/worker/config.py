@@ -220,6 +220,26 @@ class WorkerConfig(BaseSettings):
         "upgrade whose old workers' sessions have not expired yet). Without it a worker whose pipelines "
         "differ from its group's is refused (exit 2) until the old workers are gone.",
     )
+    ownership: str = _field(
+        "group",
+        "Where the worker's input partitions come from: group (the consumer group's rebalances) or "
+        "plan (the ownership plan in the cadenza-ownership topic, written by a pool controller: "
+        "partitions move warm and one at a time, see docs/scaling.md; no joins yet).",
+    )
+
+    @field_validator("ownership")
+    @classmethod
+    def _ownership_mode(cls, value: str) -> str:
+        mode = value.strip().lower()
+        if mode not in ("group", "plan"):
+            raise ValueError(f"must be 'group' or 'plan', got {value!r}")
+        return mode
+
+    worker_id: str | None = _field(
+        None,
+        "This worker's name in the ownership plan, its spans and its rates (default: host-pid). A plan "
+        "names owners by it, so under ownership plan it must be stable across restarts.",
+    )
     gc_young_threshold: int = _field(
         10_000,
         "Allocations between the cyclic garbage collector's young-generation passes while the worker "
@@ -275,6 +295,8 @@ class WorkerConfig(BaseSettings):
             "lanes": self.lanes,
             "fetch_wait": self.fetch_wait_ms / 1000.0,
             "gc_young_threshold": self.gc_young_threshold,
+            "ownership": self.ownership,
+            "worker_id": self.worker_id,
         }
         if given:
             defaults = type(self).model_construct().worker_arguments()

@@ -44,6 +44,7 @@ from cadenza.infra.kafka.clients import ClientErrors, make_producer
 from cadenza.infra.kafka.errors import DeliveryError, from_kafka_exception
 from cadenza.infra.metrics.prometheus import LatencyHistogram
 from cadenza.settings import KafkaSettings
+from cadenza.state.serde import FENCE_KEY
 
 __all__ = ["Epoch", "OutHeaders", "Output", "ProducerLike", "RecordTooLargeError", "too_large"]
 
@@ -240,6 +241,13 @@ class Output:
                 continue
             except KafkaException as exc:
                 raise too_large(exc, topic, value, key) from None
+
+    def fence(self, changelogs: list[tuple[str, int]], epoch: int) -> None:
+        """Write a hand-over fence at ``epoch`` into each changelog partition and wait until durable:
+        a plan move's new owner has the whole state once it read them (:mod:`cadenza.scaling.ownership`)."""
+        for topic, partition in changelogs:
+            self.produce(topic, str(epoch).encode(), FENCE_KEY, partition=partition)
+        self.flush()
 
     def serve(self) -> None:
         """Serve delivery reports without waiting: failures are counted (and raised by the next

@@ -123,10 +123,18 @@ class Rebalance:
             raise self.failure
 
     def on_assign(self, consumer: Consumer | None, partitions: list[TopicPartition]) -> None:
+        self._assign(consumer, partitions, take=False)
+
+    def take(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Take partitions the ownership plan gave (no rebalance): as an assignment, but the worker
+        assigns them itself (incrementally, at their committed offsets)."""
+        self._assign(consumer, partitions, take=True)
+
+    def _assign(self, consumer: Consumer | None, partitions: list[TopicPartition], *, take: bool) -> None:
         held: list[TopicPartition] = []
         try:
             held = self._restore(partitions)
-            if held and consumer is not None:
+            if (held or take) and consumer is not None:
                 _assign_paused(consumer, partitions, held)
             if self._on_assigned is not None:
                 self._on_assigned(partitions)
@@ -195,7 +203,8 @@ def _assign_paused(consumer: Consumer, partitions: list[TopicPartition], held: l
         if exc.args[0].code() != KafkaError._STATE:  # the eager protocol's refusal; anything else is real
             raise
         consumer.assign(partitions)
-    consumer.pause(held)
+    if held:
+        consumer.pause(held)
 
 
 def _names(partitions: Iterable[TopicPartition]) -> str:

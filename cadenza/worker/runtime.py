@@ -42,7 +42,9 @@ a newly assigned partition with window or join state is assigned paused, and its
 back from its changelog a slice at a time between runs of records (:mod:`cadenza.worker.restoring`);
 the partition is resumed once its own state is back, while the others run on. On revocation, what
 finished is committed and the queued records of the revoked partitions are dropped from the
-scheduler: they are handed back, uncommitted, to the partition's next owner.
+scheduler: they are handed back, uncommitted, to the partition's next owner. Under plan ownership
+(:mod:`cadenza.worker.ownership`) the same paths take and release partitions, driven by the plan
+instead of the group, and a moved partition's state comes from a warm copy.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ import threading
 import time
 import uuid
 from bisect import bisect_left
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +75,7 @@ from cadenza.infra.metrics.feedback_consumer import FeedbackConsumer
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.infra.metrics.topics import metrics_topic_specs
 from cadenza.pipelines import Pipeline, PipelineGraph
+from cadenza.scaling.ownership import OwnershipLog, ownership_topic_spec
 from cadenza.scheduling.clock import Clock
 from cadenza.scheduling.context import SchedulingContext, trace_id_bits
 from cadenza.scheduling.costs import CostModel
@@ -80,6 +83,7 @@ from cadenza.scheduling.policy import SchedulingPolicy
 from cadenza.scheduling.registry import resolve_policy
 from cadenza.scheduling.scheduler import Scheduler
 from cadenza.settings import KafkaSettings
+from cadenza.state import ChangelogReplay
 from cadenza.state.factory import StoreFactory, store_factory
 from cadenza.worker.admission import PartitionBatch, StageBatch
 from cadenza.worker.checkpoint import Checkpoint
@@ -99,6 +103,7 @@ from cadenza.worker.lanes import Lane, plan_lanes, topic_targets
 from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.output import Output
+from cadenza.worker.ownership import PlanFollower
 from cadenza.worker.plan import Decode, WorkerPlan, assemble
 from cadenza.worker.quarantine import QuarantineGuard, quarantine_topic_spec
 from cadenza.worker.rates import RatesPublisher, track_true_rates
@@ -184,6 +189,9 @@ class Worker:
     ``gc_young_threshold``: while the worker is started, the cyclic garbage collector's young-generation
     threshold (the interpreter's default is 700) and what was alive at the start frozen out of its walks,
     so buffered records are not walked again and again; 0 leaves the collector alone (:mod:`.gc_tuning`).
+    ``ownership``: ``group`` (the consumer group's rebalances give the partitions) or ``plan`` (the
+    ownership plan of a pool controller does, and partitions move warm and one at a time, see
+    :mod:`.ownership`; ``worker_id`` names the worker in the plan and must then be stable).
     ``config``: a :class:`~cadenza.worker.config.WorkerConfig` giving every setting it declares (the
     keyword arguments it covers must then be left out).
     """
@@ -226,6 +234,7 @@ class Worker:
         fetch_wait: float = 0.02,
         crash_dir: str | Path | None = None,
         gc_young_threshold: int = 10_000,
+        ownership: str = "group",
         config: WorkerConfig | None = None,
     ) -> None:
         if config is not None:
@@ -265,7 +274,13 @@ class Worker:
             raise ConfigError(f"span_sample_ratio must be in (0, 1], got {span_sample_ratio!r}")
         if gc_young_threshold < 0:
             raise ConfigError(f"gc_young_threshold must be at least 0, got {gc_young_threshold!r}")
+        if ownership not in ("group", "plan"):
+            raise ConfigError(f"ownership must be 'group' or 'plan', got {ownership!r}")
         graphs = [p.compile() if isinstance(p, Pipeline) else p for p in pipelines]
+        if ownership == "plan" and any(node.kind == "join" for graph in graphs for node in graph.nodes):
+            # A join's state partition p is fed by partition p of both inputs; the plan moves input
+            # partitions one at a time, so for a while two workers would write that state.
+            raise ConfigError("ownership 'plan' does not run joins yet; use ownership 'group'")
         names_ = [g.name for g in graphs]
         duplicates = sorted({n for n in names_ if names_.count(n) > 1})
         if duplicates:
@@ -317,6 +332,12 @@ class Worker:
         self.span_sample_ratio = span_sample_ratio
         self.feedback_topic = feedback_topic
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        #: ``group``: partitions come from the consumer group's rebalances; ``plan``: from the
+        #: ownership plan, moved warm and one at a time (:mod:`.ownership`).
+        self.ownership = ownership
+        self._follower: PlanFollower | None = None
+        #: Partitions whose state a plan move installed from a warm copy: not restored again.
+        self._installed: set[tuple[str, int]] = set()
         self.emitter: SpanEmitter | None = None
         self.feedback: FeedbackConsumer | None = None
         #: Publishes each rate window to the feedback topic (``None``: no feedback topic, or not started).
@@ -467,6 +488,8 @@ class Worker:
         if self.activities_topic is not None:
             metrics_topics.append(activities_topic_spec(self.activities_topic))
         control = [groups_topic_spec(), quarantine_topic_spec()]
+        if self.ownership == "plan":
+            control.append(ownership_topic_spec())
         created = ensure_topics(admin, [*self.topics, *metrics_topics, *control], timeout=timeout)
         if created:
             _log.info("created topics: %s", ", ".join(sorted(created)))
@@ -615,15 +638,24 @@ class Worker:
         for (consumer, _), lane in zip(consumers, self.lanes, strict=True):
             # Disjoint subscriptions in the one group: each partition has one owner, one lane.
             topics = [topic for topic in self._routes if topic in lane.topics]
-            if topics:
+            if topics and self.ownership == "group":
                 consumer.subscribe(
                     topics,
                     on_assign=rebalance.on_assign,
                     on_revoke=rebalance.on_revoke,
                     on_lost=rebalance.on_lost,
                 )
-            else:  # a lane of a stopped layout: it never joins, so it must not hold /readyz back
-                rebalance.on_assign(consumer, [])
+            else:  # a lane of a stopped layout, or plan ownership: it never joins the group, so it must
+                rebalance.on_assign(consumer, [])  # not hold /readyz back
+        if self.ownership == "plan":
+            self._follower = PlanFollower(
+                OwnershipLog(self.settings, self.group, timeout=timeout),
+                self.worker_id,
+                _PlanHands(self),
+                self.settings,
+                read_slice=self.restore_slice or 0.01,
+            )
+            self._follower.start()
         self._started = True
         self._checkpoint.last = time.monotonic()
         self._gc.acquire()  # the plan and clients are built: they leave the collector's walks
@@ -696,6 +728,9 @@ class Worker:
         finally:
             self._gc.release()
             self._restorer.close()
+            if self._follower is not None:
+                self._follower.close()
+                self._follower = None
             if self._guard is not None:
                 self._guard.close()
                 self._guard = None
@@ -736,7 +771,12 @@ class Worker:
         trace = self.trace
         fetch_start = time.time() if trace is not None else 0.0
         restorer = self._restorer
-        messages = fetcher.fetch(buffered, pressure, block=not restorer.restoring)
+        follower = self._follower
+        if follower is not None:
+            follower.step(idle=buffered == 0)
+        messages = fetcher.fetch(
+            buffered, pressure, block=not restorer.restoring and (follower is None or not follower.warming)
+        )
         consumed = time.time() if trace is not None else 0.0
         rebalance = self._rebalance
         rebalance.raise_failure()
@@ -1023,11 +1063,15 @@ class Worker:
         """Start restoring newly assigned partitions' state; return those that wait for it (paused).
 
         While any waits, window inputs' idle timeouts stand still (the restorer stalls the idle clock)."""
+        installed = self._installed
         held = set(
             self._restorer.begin(
-                ((tp.topic, tp.partition), self._stateful(tp.topic, tp.partition)) for tp in partitions
+                ((tp.topic, tp.partition), self._stateful(tp.topic, tp.partition))
+                for tp in partitions
+                if (tp.topic, tp.partition) not in installed
             )
         )
+        installed.difference_update((tp.topic, tp.partition) for tp in partitions)
         return [tp for tp in partitions if (tp.topic, tp.partition) in held]
 
     def _stateful(self, topic: str, partition: int) -> list[tuple[StatefulStep, int]]:
@@ -1089,3 +1133,69 @@ class Worker:
             for window, partition in self._stateful(tp.topic, tp.partition):
                 window.drop(partition)
         return dropped
+
+
+class _PlanHands:
+    """The worker's side of plan ownership (:class:`~cadenza.worker.ownership.Hands`): taking and
+    releasing partitions goes through the rebalance handler, as if the group had assigned or revoked
+    them, so commits, restores, the quarantine guard and the log lines stay the same."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+
+    def _consumer(self, topic: str) -> Consumer:
+        worker = self._worker
+        for (consumer, _), lane in zip(worker._consumers, worker.lanes, strict=True):
+            if topic in lane.topics:
+                return consumer
+        raise CadenzaError(f"topic {topic!r} is not read by this worker")
+
+    def holds(self, partition: tuple[str, int]) -> bool:
+        return partition in self._worker._rebalance.assignment
+
+    def changelogs(self, partition: tuple[str, int]) -> list[tuple[str, int]]:
+        return [(step.changelog_topic, part) for step, part in self._worker._stateful(*partition)]
+
+    def take(
+        self, partition: tuple[str, int], warm: Mapping[tuple[str, int], ChangelogReplay] | None
+    ) -> None:
+        worker = self._worker
+        topic, number = partition
+        if warm is not None:
+            for step, part in worker._stateful(topic, number):
+                replay = warm.get((step.changelog_topic, part))
+                entries = replay.entries() if replay is not None else {}
+                step.restore(part, entries, replay.position if replay is not None else None)
+                worker.counters.restored_keys += len(entries)
+                _log.info(
+                    "restored %s[%d]: %d keys from %d changelog records (warm copy); %s",
+                    step.changelog_topic,
+                    part,
+                    len(entries),
+                    replay.records if replay is not None else 0,
+                    replay.position if replay is not None else None,
+                )
+            worker._installed.add(partition)
+        # No offset: the group's committed one, which the old owner committed before it released.
+        worker._rebalance.take(self._consumer(topic), [TopicPartition(topic, number)])
+
+    def release(self, partition: tuple[str, int], epoch: int) -> None:
+        worker = self._worker
+        topic, number = partition
+        if self.holds(partition):
+            consumer = self._consumer(topic)
+            tp = TopicPartition(topic, number)
+            worker._rebalance.on_revoke(consumer, [tp])  # commits what finished, then drops it
+            consumer.incremental_unassign([tp])
+        output = worker._output
+        if output is None:
+            raise CadenzaError("the worker is not started")
+        # After the commit: everything this worker wrote to the state comes before the fences.
+        output.fence(self.changelogs(partition), epoch)
+
+    def drop(self, partition: tuple[str, int]) -> None:
+        topic, number = partition
+        consumer = self._consumer(topic)
+        tp = TopicPartition(topic, number)
+        self._worker._rebalance.on_lost(consumer, [tp])
+        consumer.incremental_unassign([tp])

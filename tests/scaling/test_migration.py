@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cadenza.scaling import plan
+from cadenza.scaling.migration import balanced
 
 
 def test_nothing_moves_gives_no_steps() -> None:
@@ -81,3 +82,40 @@ def test_random_maps(owners: tuple[list[int], list[int]], strategy: str) -> None
             assert len(set(senders)) == len(senders)
             assert len(set(receivers)) == len(receivers)
         assert len(steps) == _max_degree(current, target)
+
+
+_ownerships = st.dictionaries(
+    st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 11)), st.integers(0, 5), max_size=30
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_ownerships, st.integers(1, 5))
+def test_balanced_spreads_each_topic_and_moves_the_fewest(
+    current: dict[tuple[str, int], int], n: int
+) -> None:
+    workers = list(range(n))
+    target = balanced(current, workers)
+    assert target.keys() == current.keys()
+    assert set(target.values()) <= set(workers)
+    for topic in {t for t, _ in current}:
+        partitions = [p for p in current if p[0] == topic]
+        held = Counter(target[p] for p in partitions)
+        shares = [held.get(w, 0) for w in workers]
+        assert max(shares) - min(shares) <= 1, f"topic {topic}: {shares}"
+        # Brute force of the fewest moves: a worker keeps at most its share (the first workers get the
+        # remainder), and a partition of a worker outside the pool always moves.
+        base, extra = divmod(len(partitions), n)
+        before = Counter(current[p] for p in partitions)
+        kept = sum(min(before.get(w, 0), base + (i < extra)) for i, w in enumerate(workers))
+        assert sum(current[p] != target[p] for p in partitions) == len(partitions) - kept
+
+
+def test_balanced_by_hand_and_without_workers() -> None:
+    current = {("big", p): "w1" for p in range(4)} | {("ls", p): "w1" for p in range(4)}
+    target = balanced(current, ["w1", "w2"])
+    assert [target[("big", p)] for p in range(4)] == ["w1", "w1", "w2", "w2"]
+    assert [target[("ls", p)] for p in range(4)] == ["w1", "w1", "w2", "w2"]
+    assert balanced(target, ["w1"]) == current
+    with pytest.raises(ValueError, match="at least one worker"):
+        balanced(current, [])

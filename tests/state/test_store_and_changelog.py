@@ -7,6 +7,7 @@ import math
 import pytest
 
 from cadenza.state import (
+    FENCE_KEY,
     POSITION_KEY,
     ChangelogReplay,
     ChangelogView,
@@ -94,6 +95,20 @@ def test_replay_applies_writes_up_to_the_last_marker_and_discards_the_unfinished
     assert replay.position == Position(20, 6.0)
     assert replay.records == 8
     assert replay.discarded == 2
+
+
+def test_a_hand_over_fence_carries_its_epoch_and_no_state() -> None:
+    replay = ChangelogReplay()
+    replay.apply(encode_key("a"), encode_value(1))
+    replay.apply(POSITION_KEY, encode_position(Position(3)))
+    assert replay.fence == -1
+    replay.apply(FENCE_KEY, b"4")
+    replay.apply(FENCE_KEY, b"2")  # an older move's fence, compacted out of order: the latest epoch stays
+    replay.apply(FENCE_KEY, b"not-an-epoch")
+    replay.apply(FENCE_KEY, None)
+    assert replay.fence == 4
+    assert replay.entries() == {"a": 1}
+    assert replay.position == Position(3)
 
 
 def test_an_undecodable_write_fails_the_replay_only_if_it_is_part_of_the_state() -> None:

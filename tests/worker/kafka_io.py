@@ -134,8 +134,10 @@ def reading(settings: KafkaSettings, topics: Sequence[str]) -> Iterator[Reader]:
 
 
 @contextlib.contextmanager
-def running(worker: Worker, join_timeout: float = 30.0) -> Iterator[Worker]:
-    """Run ``worker`` in a thread until the block ends; re-raise what the worker raised."""
+def running(worker: Worker, join_timeout: float | None = 30.0) -> Iterator[Worker]:
+    """Run ``worker`` in a thread until the block ends; re-raise what the worker raised. The block
+    starts once the worker has partitions (``join_timeout``; None: at once, e.g. a worker in plan
+    ownership that is given partitions only later)."""
     failure: list[BaseException] = []
 
     def target() -> None:
@@ -147,7 +149,7 @@ def running(worker: Worker, join_timeout: float = 30.0) -> Iterator[Worker]:
     thread = threading.Thread(target=target, name="cadenza-test-worker", daemon=True)
     thread.start()
     try:
-        if not worker.wait_assigned(join_timeout):
+        if join_timeout is not None and not worker.wait_assigned(join_timeout):
             raise AssertionError(f"the worker got no partitions within {join_timeout:.0f}s: {failure}")
         yield worker
     finally:
