@@ -15,6 +15,7 @@ from cadenza.cli.console import command_errors
 from cadenza.infra.metrics.server import MetricsServer
 from cadenza.pipelines import load_pipelines
 from cadenza.scaling.controller import ControllerSettings, PoolController
+from cadenza.scaling.migration import STRATEGIES
 from cadenza.scaling.observe import dataflow
 from cadenza.scaling.pool import Pool, ServiceWorkers, WorkerProcesses
 from cadenza.scheduling.clock import SystemClock
@@ -66,6 +67,15 @@ def pool_command(
             "decide only; the HPA on cadenza_pool_desired_workers applies the decision.",
         ),
     ] = None,
+    migration: Annotated[
+        str,
+        typer.Option(
+            envvar="CADENZA_POOL_MIGRATION",
+            help="How partitions move when the pool changes: group (the consumer group's rebalances), "
+            "or all, fluid, matching (the workers run in plan ownership and the pool moves partitions "
+            "warm, in those steps; see docs/scaling.md). Local workers only.",
+        ),
+    ] = "group",
     worker_option: Annotated[
         list[str] | None,
         typer.Option(
@@ -90,7 +100,11 @@ def pool_command(
     clock = SystemClock()
     controller = PoolController(controller_settings, clock, workers=min_workers)
     processes: WorkerProcesses | ServiceWorkers
+    if migration not in ("group", *STRATEGIES):
+        raise typer.BadParameter(f"--migration must be group, {', '.join(STRATEGIES)}; got {migration!r}")
     if worker_service is not None:
+        if migration != "group":
+            raise typer.BadParameter("--migration other than group needs the pool's own workers")
         host, _, port = worker_service.rpartition(":")
         if not host or not port.isdigit():
             raise typer.BadParameter(f"--worker-service must be HOST:PORT, got {worker_service!r}")
@@ -99,6 +113,7 @@ def pool_command(
         processes = WorkerProcesses(
             [*modules, "--group", group, *(worker_option or [])],
             env={**os.environ, "CADENZA_RATE_WINDOW_S": str(interval)},
+            ownership_plan=migration != "group",
         )
     pool = Pool(
         settings,
@@ -109,6 +124,7 @@ def pool_command(
         clock=clock,
         interval_s=interval,
         feedback_topic=feedback_topic,
+        migration=migration,
     )
     server: MetricsServer | None = None
     if metrics_port is not None:

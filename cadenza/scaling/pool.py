@@ -14,6 +14,14 @@ publishes every rate window there (header ``cadenza-kind: true-rates``, key its 
 reaches workers that were given none.
 
 Workers stop with SIGTERM, so a scale-in hands their partitions over cleanly (commit, leave group).
+
+With ``migration`` other than ``group`` the workers run in plan ownership
+(:mod:`cadenza.scaling.ownership`) and the pool moves their partitions itself: a scale-out starts the
+new workers and then moves to each topic's partitions spread evenly over the pool
+(:func:`~cadenza.scaling.migration.balanced`) by ``plan(current, target, migration)``, warm and a step
+at a time (:class:`~cadenza.scaling.handover.PlanMover`); a scale-in first moves everything off the
+workers that go, then stops them, so they own nothing when they stop. A worker that exits on its
+own has its partitions given to the others outright (restored from the changelogs).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
+from cadenza.errors import ConfigError
 from cadenza.infra.kafka.clients import make_admin, make_producer
 from cadenza.infra.kafka.errors import KafkaClientError
 from cadenza.infra.kafka.offsets import end_offsets
@@ -40,6 +49,8 @@ from cadenza.infra.metrics.feedback import KIND_HEADER, POOL_DECISION_KIND
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.scaling.controller import PoolDecision, RateWindow
 from cadenza.scaling.ds2 import InstanceRates
+from cadenza.scaling.handover import PlanMover
+from cadenza.scaling.migration import STRATEGIES, balanced
 from cadenza.scaling.observe import Dataflow, SubKey, parse_rates, rate_window
 from cadenza.scheduling.clock import Clock
 from cadenza.settings import KafkaSettings
@@ -71,6 +82,8 @@ class Controller(Protocol):
 class _Process:
     popen: subprocess.Popen[bytes]
     port: int
+    #: The worker's id (``--worker-id``): its name in the ownership plan.
+    name: str = ""
 
 
 @dataclass
@@ -81,10 +94,18 @@ class WorkerProcesses:
     env: Mapping[str, str] | None = None
     """The workers' environment (None: the pool's own)."""
     stop_timeout: float = 30.0
+    ownership_plan: bool = False
+    """Start the workers in plan ownership (``--ownership plan``), each with a stable ``--worker-id``
+    (``w1``, ``w2``, ...: the lowest free one, so a replacement takes the place of the worker it
+    replaces)."""
     processes: list[_Process] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.processes)
+
+    def names(self) -> list[str]:
+        """The workers' ids, oldest first (scale-in stops the last ones)."""
+        return [p.name for p in self.processes]
 
     def urls(self) -> list[str]:
         return [f"http://127.0.0.1:{p.port}/metrics" for p in self.processes]
@@ -102,6 +123,8 @@ class WorkerProcesses:
     def scale_to(self, count: int) -> None:
         while len(self.processes) < count:
             port = _free_port()
+            taken = set(self.names())
+            name = next(f"w{n}" for n in range(1, len(taken) + 2) if f"w{n}" not in taken)
             command = [
                 sys.executable,
                 "-m",
@@ -110,10 +133,14 @@ class WorkerProcesses:
                 *self.worker_args,
                 "--metrics-port",
                 str(port),
+                "--worker-id",
+                name,
             ]
+            if self.ownership_plan:
+                command += ["--ownership", "plan"]
             env = None if self.env is None else dict(self.env)
             popen = subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env)
-            self.processes.append(_Process(popen, port))
+            self.processes.append(_Process(popen, port, name))
             _log.info("started worker pid %d (metrics port %d)", popen.pid, port)
         stopping = self.processes[count:]
         self.processes = self.processes[:count]
@@ -193,6 +220,10 @@ class Pool:
     interval_s: float
     feedback_topic: str | None = None
     exporter: PrometheusExporter = field(default_factory=PrometheusExporter)
+    migration: str = "group"
+    """``group``: partitions move by the consumer group's rebalances; ``all``, ``fluid`` or
+    ``matching``: by the ownership plan, with that :func:`~cadenza.scaling.plan` strategy (the
+    workers must then run in plan ownership: ``WorkerProcesses(ownership_plan=True)``)."""
     decisions: list[PoolDecision] = field(default_factory=list, init=False)
     #: The last window the controller saw (for benchmarks and debugging).
     last_window: RateWindow | None = field(default=None, init=False)
@@ -203,6 +234,61 @@ class Pool:
         self._producer = make_producer(self.settings)[0] if self.feedback_topic is not None else None
         self._last_ends: tuple[float, dict[str, int]] | None = None
         self._partitions: dict[str, int] = {}
+        if self.migration != "group" and self.migration not in STRATEGIES:
+            raise ConfigError(f"migration must be 'group' or one of {STRATEGIES}, got {self.migration!r}")
+        plan_workers = isinstance(self.processes, WorkerProcesses) and self.processes.ownership_plan
+        if (self.migration != "group") != plan_workers:
+            raise ConfigError(
+                "migration by the ownership plan needs workers in plan ownership and the other way round "
+                f"(migration {self.migration!r}; WorkerProcesses(ownership_plan=...) must match)"
+            )
+        self._mover = PlanMover(self.settings, self.group) if plan_workers else None
+
+    def _input_partitions(self, timeout: float = 60.0) -> list[tuple[str, int]]:
+        """Every input partition of the sub-topologies, once the workers created their topics."""
+        topics = sorted({topic for _, topic in self.flow.sub_topologies.values()})
+        deadline = time.monotonic() + timeout
+        while not set(topics) <= self._topic_partitions().keys():
+            if time.monotonic() > deadline:
+                missing = sorted(set(topics) - self._partitions.keys())
+                raise KafkaClientError(f"input topics {missing} do not exist after {timeout:g} s")
+            self._partitions = {}  # read the metadata again
+            time.sleep(0.5)
+        return [(topic, p) for topic in topics for p in range(self._partitions[topic])]
+
+    def _rebalance_plan(self, workers: Sequence[str]) -> None:
+        """Move the plan to each topic spread evenly over ``workers``: partitions without a live owner
+        are given outright (restored), the others move warm by the pool's migration strategy."""
+        mover = self._mover
+        if mover is None:
+            return
+        owners = mover.owners()
+        partitions = self._input_partitions()
+        live = set(self.processes.names()) if isinstance(self.processes, WorkerProcesses) else set()
+        orphans = [p for p in partitions if owners.get(p) not in live]
+        target = balanced(
+            {p: owners.get(p, workers[0]) if p not in orphans else "" for p in partitions}, workers
+        )
+        if orphans:
+            _log.info("giving %d partition(s) without a live owner to the pool", len(orphans))
+            mover.place({p: target[p] for p in orphans})
+        for moves, took in mover.migrate(target, self.migration):
+            _log.info(
+                "moved %s in %.2f s", ", ".join(f"{t}[{p}] -> {w}" for (t, p), w in moves.items()), took
+            )
+
+    def _resize(self, count: int) -> None:
+        processes = self.processes
+        if not isinstance(processes, WorkerProcesses):
+            return
+        if self._mover is None:
+            processes.scale_to(count)
+        elif count > len(processes):
+            processes.scale_to(count)
+            self._rebalance_plan(processes.names())
+        else:  # the workers that go own nothing when they stop
+            self._rebalance_plan(processes.names()[:count])
+            processes.scale_to(count)
 
     def _topic_partitions(self) -> dict[str, int]:
         topics = {*self.flow.sources.values(), *(topic for _, topic in self.flow.sub_topologies.values())}
@@ -240,6 +326,8 @@ class Pool:
         """One evaluation: observe, decide, log, publish, apply. None while nothing can be decided."""
         if self.processes.reap():
             self.controller.reconfigured(len(self.processes))
+            if isinstance(self.processes, WorkerProcesses) and self.processes.names():
+                self._rebalance_plan(self.processes.names())
         try:
             arrivals = self.arrival_rates()
         except KafkaClientError as exc:
@@ -278,14 +366,15 @@ class Pool:
                 headers=[(KIND_HEADER, POOL_DECISION_KIND)],
             )
             self._producer.poll(0)
-        if decision.desired != len(self.processes) and isinstance(self.processes, WorkerProcesses):
-            self.processes.scale_to(decision.desired)
+        if decision.desired != len(self.processes):
+            self._resize(decision.desired)
         return decision
 
     def run(self, stop: threading.Event) -> None:
         """Start the controller's workers, then evaluate every interval until ``stop`` is set."""
         if isinstance(self.processes, WorkerProcesses):
             self.processes.scale_to(self.controller.workers)
+            self._rebalance_plan(self.processes.names())
         else:
             self.processes.reap()
         self.controller.reconfigured(max(1, len(self.processes)))
@@ -296,6 +385,8 @@ class Pool:
             self.processes.stop_all()
             if self._producer is not None:
                 self._producer.flush(10)
+            if self._mover is not None:
+                self._mover.close()
 
 
 def wait_processes(processes: WorkerProcesses, timeout: float) -> None:

@@ -136,3 +136,87 @@ def test_the_pool_scales_out_from_measured_rates_and_publishes_its_decisions(
         popens = [p.popen for p in processes.processes]
         processes.stop_all()
     assert [p.returncode for p in popens] == [0] * len(popens)  # SIGTERM: clean stops
+
+
+COUNTING = """
+from pydantic import BaseModel
+from cadenza.pipelines import Pipeline, Tumbling
+
+class Item(BaseModel):
+    key: str
+    ts: float
+
+pipeline = Pipeline("{name}", tenant="t", latency_target="5s")
+(
+    pipeline.source("{source}", value=Item, key=str, timestamp="ts", max_out_of_orderness=10_000.0)
+    .window(Tumbling("1s"))
+    .count()
+    .sink("{sink}")
+)
+"""
+
+
+def test_a_plan_pool_moves_partitions_warm_when_it_scales_and_counts_stay_exact(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    source, sink = new_topic(partitions=4), new_topic(partitions=1)
+    name = f"plan-pool-{uuid.uuid4().hex[:6]}"
+    module = tmp_path / "counting_pipeline.py"
+    module.write_text(COUNTING.format(name=name, source=source, sink=sink))
+    graphs = [p.compile() for p in load_pipelines(module)]
+    flow = dataflow((g.name, split(g)) for g in graphs)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    processes = WorkerProcesses(
+        [str(module), "--group", group],
+        env={**os.environ, "CADENZA_BOOTSTRAP_SERVERS": kafka_settings.bootstrap_servers},
+        ownership_plan=True,
+    )
+    clock = SystemClock()
+    controller = PoolController(ControllerSettings(min_workers=1, max_workers=2), clock, workers=1)
+    pool = Pool(
+        kafka_settings, group, flow, controller, processes, clock=clock, interval_s=1.0, migration="fluid"
+    )
+    keys = [f"k{i}" for i in range(400)]
+    producer, _ = make_producer(kafka_settings)
+
+    def send(rows: list[tuple[str, float]]) -> None:
+        for key, ts in rows:
+            producer.produce(source, json.dumps({"key": key, "ts": ts}).encode(), key.encode())
+        producer.flush(10)
+
+    popens = []
+    try:
+        send([(key, 0.1) for key in keys])
+        processes.scale_to(1)
+        pool._rebalance_plan(processes.names())
+        plan = pool._mover
+        assert plan is not None
+        assert set(plan.owners().values()) == {"w1"}
+        send([(key, 0.2) for key in keys[::2]])
+        pool._resize(2)  # starts w2, then moves half of the partitions to it, warm
+        owners = plan.owners()
+        assert sorted(owners.values()) == ["w1", "w1", "w2", "w2"]
+        send([(key, 0.3) for key in keys[::3]])
+        popens = [p.popen for p in processes.processes]
+        pool._resize(1)  # moves everything back to w1, then stops w2
+        assert set(plan.owners().values()) == {"w1"}
+        assert popens[1].returncode == 0  # w2 owned nothing when it stopped: a clean stop
+        send([(key, 0.4) for key in keys[::5]] + [(f"k{p}", 1_000_000.0) for p in range(8)])
+        want = {key: 1 + (i % 2 == 0) + (i % 3 == 0) + (i % 5 == 0) for i, key in enumerate(keys)}
+        with reading(kafka_settings, [sink]) as reader:
+
+            def counted() -> dict[str, list[int]]:
+                found: dict[str, list[int]] = {}
+                for record in reader.records[sink]:
+                    value = json.loads(record.value or b"{}")
+                    if value["window_start"] == 0.0:
+                        found.setdefault(value["key"], []).append(value["value"])
+                return found
+
+            reader.wait_for(lambda _: len(counted()) >= len(want), timeout=90, what="every count")
+            reader.settle(0.5)
+            assert counted() == {key: [n] for key, n in want.items()}
+    finally:
+        processes.stop_all()
+        if pool._mover is not None:
+            pool._mover.close()
