@@ -16,9 +16,16 @@ in 2 -> 1, once per migration strategy, each on fresh topics, a fresh group and 
   background (``restore_slice``): each moved partition waits, paused, for its own state only, while
   the worker runs everything else (``cadenza.worker.restoring``).
 
+- ``fluid``: plan ownership (``--ownership plan``, :mod:`cadenza.scaling.ownership`): no group
+  rebalance; the harness places every partition on the first worker, and each scale moves the
+  partitions that change owner (:func:`cadenza.scaling.balanced`: each topic's partitions spread
+  evenly) one at a time by :func:`cadenza.scaling.plan` (``"fluid"``), each warm: the new owner reads
+  the partition's state while the old one still runs it, and the partition stops only for the
+  hand-over. The scale-in moves everything back to the first worker and then stops the second;
+- ``matching``: the same, with the moves grouped into matchings (``plan(..., "matching")``).
+
 A strategy is a :class:`Strategy` (how its workers are started and how it makes them move
-partitions); ``fluid`` and ``matching`` are named but not built yet, and are skipped with a line
-saying so until they register here.
+partitions).
 
 **The migration period** runs from the trigger (the second worker's process is started; the
 leaving worker is sent SIGTERM) to the moment every input partition runs again at its new owner:
@@ -52,6 +59,7 @@ import math
 import os
 import random
 import re
+import runpy
 import signal
 import subprocess
 import sys
@@ -72,7 +80,10 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from cadenza.infra.kafka.clients import make_admin, make_consumer, make_producer
 from cadenza.infra.kafka.offsets import end_offsets
 from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
+from cadenza.scaling.handover import PlanMover
+from cadenza.scaling.migration import balanced
 from cadenza.settings import KafkaSettings
+from cadenza.worker.topology import split
 
 BENCH_DIR = Path(__file__).resolve().parent
 #: BIG's event time: every record of a run falls in the one-day window starting here (day-aligned).
@@ -83,6 +94,9 @@ LS_WINDOW_S = 1.0
 #: The key of the records that close BIG's windows at the end (not a result the harness expects).
 CLOSER_KEY = "close"
 DEFAULT_STRATEGIES = ("all_at_once", "cooperative", "background", "fluid")
+#: What plan ownership's moves are timed out after, per step (a move of BIG's largest partition
+#: warms its whole changelog first).
+PLAN_STEP_TIMEOUT_S = 600.0
 Progress = Callable[[str], None]
 Partition = tuple[str, int]
 WindowKey = tuple[str, float]
@@ -149,6 +163,10 @@ class Strategy:
         """Extra environment of this strategy's workers."""
         return {}
 
+    def start(self, run: Run) -> float:
+        """Start the first worker."""
+        return run.start_worker()
+
     def scale_out(self, run: Run) -> float:
         return run.start_worker()
 
@@ -159,6 +177,16 @@ class Strategy:
         """Where each partition ends up after the migration to ``workers``, if the strategy decides
         it (None: the group's assignor does, and any complete division ends the migration)."""
         return None
+
+    def check(self) -> None:
+        """Raise what went wrong in a migration the strategy drives itself (polled while waiting)."""
+
+    def details(self) -> dict[str, Any]:
+        """What the strategy measured itself, for its ``migration.json`` entry."""
+        return {}
+
+    def close(self) -> None:
+        """Release what the strategy holds for the run (called when the run ends)."""
 
 
 @dataclass(frozen=True)
@@ -174,15 +202,118 @@ class GroupRebalance(Strategy):
         return ["--assignment", self.assignment, "--restore-slice", str(self.restore_slice)]
 
 
+class PlanMoves(Strategy):
+    """Moves by the ownership plan (``--ownership plan``): the harness is the pool controller. It
+    places every input partition on the first worker, and each scale moves what changes owner by
+    ``plan(current, balanced(...), migration)`` in a thread (the trigger returns at once; the period
+    ends when the workers' logs show the target). The scale-in stops the second worker once it owns
+    nothing."""
+
+    def __init__(self, name: str, migration: str) -> None:
+        self.name = name
+        self.migration = migration
+        self._mover: PlanMover | None = None
+        self._moving: threading.Thread | None = None
+        self._target: dict[Partition, str] = {}
+        #: What the last migration raised, if it did (re-raised by the next call).
+        self.failure: BaseException | None = None
+        #: Per scale, each step's partitions and seconds.
+        self.steps: dict[str, list[dict[str, Any]]] = {}
+
+    def worker_args(self) -> list[str]:
+        return ["--assignment", "cooperative-sticky", "--restore-slice", "0.01", "--ownership", "plan"]
+
+    def start(self, run: Run) -> float:
+        if self._mover is not None:
+            self._mover.close()
+        self._mover = PlanMover(run.settings, run.group, step_timeout=PLAN_STEP_TIMEOUT_S)
+        self.steps = {}
+        partitions = input_partitions(run)
+        self._mover.place(dict.fromkeys(partitions, "w1"))
+        self._target = dict.fromkeys(partitions, "w1")
+        return run.start_worker()
+
+    def scale_out(self, run: Run) -> float:
+        at = run.start_worker()
+        self._move(run, ["w1", "w2"], "scale_out", then=None)
+        return at
+
+    def scale_in(self, run: Run) -> float:
+        at = time.time()
+        self._move(run, ["w1"], "scale_in", then=run.stop_newest)
+        return at
+
+    def _move(self, run: Run, workers: list[str], scale: str, then: Callable[[], object] | None) -> None:
+        mover = self._mover
+        if mover is None:
+            raise RuntimeError("PlanMoves.start was not called")
+        self._wait_moving()
+        self._target = balanced(mover.owners(), workers)
+
+        def move() -> None:
+            try:
+                done = mover.migrate(self._target, self.migration)
+                self.steps[scale] = [
+                    {"moves": [f"{t}[{p}]->{w}" for (t, p), w in moves.items()], "seconds": round(took, 3)}
+                    for moves, took in done
+                ]
+                if then is not None:
+                    then()
+            except BaseException as exc:
+                self.failure = exc
+
+        self._moving = threading.Thread(target=move, name=f"s5-{scale}", daemon=True)
+        self._moving.start()
+
+    def _wait_moving(self) -> None:
+        if self._moving is not None:
+            self._moving.join()
+            self._moving = None
+        self.check()
+
+    def check(self) -> None:
+        if self.failure is not None:
+            failure, self.failure = self.failure, None
+            raise failure
+
+    def details(self) -> dict[str, Any]:
+        return {"plan_steps": self.steps}
+
+    def close(self) -> None:
+        if self._moving is not None:
+            self._moving.join(PLAN_STEP_TIMEOUT_S)
+            self._moving = None
+        if self._mover is not None:
+            self._mover.close()
+            self._mover = None
+
+    def target(self, run: Run, workers: Sequence[str]) -> dict[str, set[Partition]] | None:
+        owned: dict[str, set[Partition]] = {worker: set() for worker in workers}
+        for partition, worker in self._target.items():
+            owned.setdefault(worker, set()).add(partition)
+        return owned
+
+
+def input_partitions(run: Run) -> list[Partition]:
+    """Every input partition of the run's pipelines (their sources' and repartition topics'), which
+    the plan must give owners: the pipelines are compiled with the run's ``S5_*`` settings."""
+    saved = dict(os.environ)
+    try:
+        os.environ.update(run.pipeline_env())
+        module = runpy.run_path(str(BENCH_DIR / "s5_pipelines.py"))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    topics = dict.fromkeys(sub.input_topic for name in ("big", "ls") for sub in split(module[name].compile()))
+    return [(topic, p) for topic in topics for p in range(run.config.partitions)]
+
+
 STRATEGIES: dict[str, Strategy] = {
     "all_at_once": GroupRebalance("all_at_once", "range"),
     "cooperative": GroupRebalance("cooperative", "cooperative-sticky"),
     "background": GroupRebalance("background", "cooperative-sticky", restore_slice=0.01),
-}
-#: Strategies of issue 21 that the workers cannot run yet: skipped with this reason.
-NOT_BUILT = {
-    "fluid": "fluid migration (warm copy, then one partition at a time) is not built in the worker yet",
-    "matching": "matching migration is not built in the worker yet",
+    "fluid": PlanMoves("fluid", "fluid"),
+    "matching": PlanMoves("matching", "matching"),
 }
 
 
@@ -194,7 +325,7 @@ def choose_strategies(names: Sequence[str]) -> tuple[list[Strategy], dict[str, s
         if name in STRATEGIES:
             chosen.append(STRATEGIES[name])
         else:
-            skipped[name] = NOT_BUILT.get(name, f"unknown strategy; known: {', '.join(STRATEGIES)}")
+            skipped[name] = f"unknown strategy; known: {', '.join(STRATEGIES)}"
     return chosen, skipped
 
 
@@ -576,6 +707,17 @@ class Run:
     def log_path(self, worker: str) -> Path:
         return self.logs / f"{self.run_id}-{worker}.log"
 
+    def pipeline_env(self) -> dict[str, str]:
+        """What ``s5_pipelines.py`` reads: this run's topics and LS target."""
+        return {
+            "S5_RUN": self.run_id,
+            "S5_BIG_IN": self.topics.big_in,
+            "S5_BIG_OUT": self.topics.big_out,
+            "S5_LS_IN": self.topics.ls_in,
+            "S5_LS_OUT": self.topics.ls_out,
+            "S5_LS_TARGET": str(self.config.ls_target),
+        }
+
     def start_worker(self) -> float:
         """Start one more worker; returns when its process was started."""
         self.started += 1
@@ -584,18 +726,15 @@ class Run:
             **os.environ,
             **self.strategy.env(),
             "CADENZA_BOOTSTRAP_SERVERS": self.settings.bootstrap_servers,
-            "S5_RUN": self.run_id,
-            "S5_BIG_IN": self.topics.big_in,
-            "S5_BIG_OUT": self.topics.big_out,
-            "S5_LS_IN": self.topics.ls_in,
-            "S5_LS_OUT": self.topics.ls_out,
-            "S5_LS_TARGET": str(self.config.ls_target),
+            **self.pipeline_env(),
         }
         command = [
             sys.executable,
             str(BENCH_DIR / "s5_worker.py"),
             "--group",
             self.group,
+            "--worker-id",
+            worker,
             *self.strategy.worker_args(),
         ]
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -785,6 +924,7 @@ def wait_for_migration(  # noqa: PLR0917 - internal helper, two call sites
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         run.check_alive(workers)
+        run.strategy.check()
         end = migration_end(run.events()[0], trigger, workers, partitions, target)
         if end is not None:
             return end
@@ -810,7 +950,7 @@ def run_strategy(
     periods: dict[str, tuple[float, float | None]] = {}
     try:
         began = time.time()
-        run.start_worker()
+        strategy.start(run)
         wait_for(
             lambda: committed_through(settings, run.group, ends),
             config.preload_timeout_s,
@@ -868,6 +1008,7 @@ def run_strategy(
         live.stop()
         run.stop_all()
         reader.close()
+        strategy.close()
     _owned, restores = run.events()
     latencies, ls_wrong = ls_latencies(reader.ls, ls_expected)
     first = periods["scale_out"][0]
@@ -882,6 +1023,7 @@ def run_strategy(
     entry["restored_keys"] = sum(r.keys for r in restores if r.at >= periods["scale_out"][0])
     entry["restored_records"] = sum(r.records for r in restores if r.at >= periods["scale_out"][0])
     entry["ls_wrong_windows"] = ls_wrong
+    entry.update(strategy.details())
     entry["input_delivery_failures"] = live.failures
     entry["input"] = input_check
     if live.error is not None:

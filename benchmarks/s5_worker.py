@@ -8,6 +8,7 @@ wall-clock timestamp per line (``<unix time> <logger> <level> <message>``): the 
 worker's ``assigned`` / ``revoked`` / ``restored`` lines to tell when a migration is over.
 
     python benchmarks/s5_worker.py --group G --assignment range|cooperative-sticky [--restore-slice S]
+        [--worker-id W] [--ownership group|plan]
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--group", required=True)
     parser.add_argument("--assignment", required=True, choices=("range", "roundrobin", "cooperative-sticky"))
     parser.add_argument("--policy", default="cameo")
+    parser.add_argument("--worker-id", default=None, help="the worker's name (in the ownership plan)")
+    parser.add_argument("--ownership", default="group", choices=("group", "plan"))
     parser.add_argument("--restore-timeout", type=float, default=600.0)
     parser.add_argument(
         "--restore-slice", type=float, default=0.01, help="0: restore inside the assignment callback"
@@ -49,6 +52,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         restore_timeout=args.restore_timeout,
         restore_slice=args.restore_slice,
         consumer_overrides={"partition.assignment.strategy": args.assignment},
+        worker_id=args.worker_id,
+        ownership=args.ownership,
     )
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:

@@ -182,8 +182,8 @@ def overhead(out: OutOption, quick: QuickOption = False, bootstrap: BootstrapOpt
 StrategiesOption = Annotated[
     str,
     typer.Option(
-        help="Comma-separated migration strategies: all_at_once, cooperative, background, fluid (a "
-        "strategy the workers cannot run yet is skipped with a line saying so)."
+        help="Comma-separated migration strategies: all_at_once, cooperative, background, fluid, "
+        "matching (an unknown name is skipped with a line saying so)."
     ),
 ]
 

@@ -300,11 +300,13 @@ def test_strategy_entry_has_the_issue_figures_and_the_json_shape_is_checked() ->
     assert "fluid        skipped: not built" in format_table({**result, "skipped": {"fluid": "not built"}})
 
 
-def test_strategies_not_built_are_skipped_with_a_reason_and_known_ones_map_to_assignors() -> None:
+def test_unknown_strategies_are_skipped_with_a_reason_and_known_ones_map_to_workers() -> None:
     chosen, skipped = choose_strategies(["all_at_once", "fluid", "cooperative", "bogus"])
-    assert [s.name for s in chosen] == ["all_at_once", "cooperative"]
-    assert set(skipped) == {"fluid", "bogus"}
-    assert "not built" in skipped["fluid"] and "unknown" in skipped["bogus"]
+    assert [s.name for s in chosen] == ["all_at_once", "fluid", "cooperative"]
+    assert set(skipped) == {"bogus"}
+    assert "unknown" in skipped["bogus"]
+    assert "--ownership" in STRATEGIES["fluid"].worker_args()
+    assert "plan" in STRATEGIES["matching"].worker_args()
     assert STRATEGIES["all_at_once"] == GroupRebalance("all_at_once", "range")
     assert STRATEGIES["all_at_once"].worker_args() == ["--assignment", "range", "--restore-slice", "0.0"]
     cooperative = STRATEGIES["cooperative"].worker_args()

@@ -1,4 +1,4 @@
-"""``cadenza bench migration``: a strategy the workers cannot run is skipped, said, and recorded."""
+"""``cadenza bench migration``: a strategy it does not know is skipped, said, and recorded."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_only_unbuilt_strategies_skip_each_with_a_line_write_the_json_and_fail(tmp_path: Path) -> None:
+def test_only_unknown_strategies_skip_each_with_a_line_write_the_json_and_fail(tmp_path: Path) -> None:
     result = subprocess.run(
         [
             sys.executable,
@@ -22,7 +22,7 @@ def test_only_unbuilt_strategies_skip_each_with_a_line_write_the_json_and_fail(t
             str(tmp_path),
             "--quick",
             "--strategies",
-            "fluid,matching",
+            "teleport,warp",
         ],
         capture_output=True,
         text=True,
@@ -32,10 +32,10 @@ def test_only_unbuilt_strategies_skip_each_with_a_line_write_the_json_and_fail(t
     )
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "fluid: skipped" in output and "matching: skipped" in output
+    assert "teleport: skipped" in output and "warp: skipped" in output
     assert "no strategy ran to the end" in output
     written = json.loads((tmp_path / "migration.json").read_text())
     assert written["strategies"] == {}
-    assert set(written["skipped"]) == {"fluid", "matching"}
-    assert written["config"]["strategies"] == ["fluid", "matching"]
+    assert set(written["skipped"]) == {"teleport", "warp"}
+    assert written["config"]["strategies"] == ["teleport", "warp"]
     assert {"machine", "commit"} <= written.keys()
