@@ -103,6 +103,11 @@ class ScalingConfig:
     utilisation_target: float = 0.8
     max_workers: int = 8
     autoscalers: tuple[str, ...] = ("ds2", "threshold")
+    migration: str = "fluid"
+    """The pool's ``--migration``: ``fluid`` (plan ownership: each topic's partitions spread evenly
+    over the workers, moved warm one at a time) or ``group`` (the consumer group's cooperative-sticky
+    assignor, which balances partition counts over all topics: with the LS tenant's partition beside
+    twelve bulk ones, three workers can hold 5, 4 and 3 bulk partitions)."""
     fetch_wait_ms: int = 250
     """The workers' ``CADENZA_FETCH_WAIT_MS``: the embedded broker's CPU grows with its fetch requests
     times the records it holds, so a long run needs fewer empty fetches than the worker's default
@@ -294,8 +299,18 @@ def run_one(
             "CADENZA_RATE_WINDOW_S": str(config.interval_s),
             "CADENZA_FETCH_WAIT_MS": str(config.fetch_wait_ms),
         },
+        ownership_plan=config.migration != "group",
     )
-    pool = Pool(settings, group, flow, controller, processes, clock=clock, interval_s=config.interval_s)
+    pool = Pool(
+        settings,
+        group,
+        flow,
+        controller,
+        processes,
+        clock=clock,
+        interval_s=config.interval_s,
+        migration=config.migration,
+    )
     rate = [phases[0][0]]
     stop = threading.Event()
 
@@ -318,8 +333,7 @@ def run_one(
     probe = LatencyProbe(settings, ls_source, ls_sink, config.ls_rate)
     timeline: list[dict[str, Any]] = []
     all_latencies: list[float] = []
-    processes.scale_to(start)
-    controller.reconfigured(start)
+    pool.start()
     started = time.monotonic()
     loader.start()
     probe.start()
@@ -352,7 +366,7 @@ def run_one(
     finally:
         stop.set()
         probe.stop()
-        processes.stop_all()
+        pool.close()
     scalings = [p for p in timeline if p["action"] in ("scale_up", "scale_down")]
     directions = [1 if p["action"] == "scale_up" else -1 for p in scalings]
     met = sum(1 for x in all_latencies if x <= LS_TARGET_MS)
@@ -554,6 +568,7 @@ def _result(
             "max_workers": config.max_workers,
             "partitions": PARTITIONS,
             "worker_fetch_wait_ms": config.fetch_wait_ms,
+            "migration": config.migration,
         },
         "minimum_pool": minimum,
         "runs": runs,
@@ -614,6 +629,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--fetch-wait-ms", type=int, default=None, help="the workers' CADENZA_FETCH_WAIT_MS (default 250)"
     )
+    parser.add_argument(
+        "--migration",
+        choices=("group", "all", "fluid", "matching"),
+        default=None,
+        help="how the pool moves partitions (default fluid: plan ownership, each topic spread evenly)",
+    )
     args = parser.parse_args(argv)
     config = quick_config() if args.quick else ScalingConfig()
     if args.fetch_wait_ms is not None:
@@ -622,6 +643,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         config = replace(config, sleep_ms=args.sleep_ms)
     if args.rates is not None:
         config = replace(config, rates=args.rates)
+    if args.migration is not None:
+        config = replace(config, migration=args.migration)
     print(format_table(run_benchmark(args.out, config=config, bootstrap=args.bootstrap)))
 
 

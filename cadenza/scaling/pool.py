@@ -370,23 +370,32 @@ class Pool:
             self._resize(decision.desired)
         return decision
 
-    def run(self, stop: threading.Event) -> None:
-        """Start the controller's workers, then evaluate every interval until ``stop`` is set."""
+    def start(self) -> None:
+        """Start the controller's workers (and, under plan ownership, give them the partitions)."""
         if isinstance(self.processes, WorkerProcesses):
             self.processes.scale_to(self.controller.workers)
             self._rebalance_plan(self.processes.names())
         else:
             self.processes.reap()
         self.controller.reconfigured(max(1, len(self.processes)))
+
+    def run(self, stop: threading.Event) -> None:
+        """Start, then evaluate every interval until ``stop`` is set."""
         try:
+            self.start()
             while not stop.wait(self.interval_s):
                 self.step()
         finally:
-            self.processes.stop_all()
-            if self._producer is not None:
-                self._producer.flush(10)
-            if self._mover is not None:
-                self._mover.close()
+            self.close()
+
+    def close(self) -> None:
+        """Stop the workers and release the pool's clients."""
+        self.processes.stop_all()
+        if self._producer is not None:
+            self._producer.flush(10)
+        if self._mover is not None:
+            self._mover.close()
+            self._mover = None
 
 
 def wait_processes(processes: WorkerProcesses, timeout: float) -> None:

@@ -187,8 +187,7 @@ def test_a_plan_pool_moves_partitions_warm_when_it_scales_and_counts_stay_exact(
     popens = []
     try:
         send([(key, 0.1) for key in keys])
-        processes.scale_to(1)
-        pool._rebalance_plan(processes.names())
+        pool.start()  # one worker, given every partition
         plan = pool._mover
         assert plan is not None
         assert set(plan.owners().values()) == {"w1"}
