@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from types import FrameType
 from typing import Annotated
 
@@ -13,7 +14,7 @@ import typer
 
 from cadenza.cli.console import command_errors
 from cadenza.infra.metrics.server import MetricsServer
-from cadenza.pipelines import load_pipelines
+from cadenza.pipelines import PipelineGraph, load_pipelines
 from cadenza.scaling.controller import ControllerSettings, PoolController
 from cadenza.scaling.migration import STRATEGIES
 from cadenza.scaling.observe import dataflow
@@ -21,6 +22,22 @@ from cadenza.scaling.pool import Pool, ServiceWorkers, WorkerProcesses
 from cadenza.scheduling.clock import SystemClock
 from cadenza.settings import KafkaSettings
 from cadenza.worker.topology import split
+
+
+def resolve_migration(requested: str, graphs: Sequence[PipelineGraph], *, own_workers: bool) -> str:
+    """``--migration``'s value for these pipelines: ``auto`` is ``fluid`` unless a pipeline has a join
+    (plan ownership does not run joins yet) or the workers are not the pool's own (an HPA changes
+    their replicas; the pool cannot move their partitions): then ``group``."""
+    if requested not in ("auto", "group", *STRATEGIES):
+        raise typer.BadParameter(
+            f"--migration must be auto, group, {', '.join(STRATEGIES)}; got {requested!r}"
+        )
+    if requested == "auto":
+        joins = any(node.kind == "join" for graph in graphs for node in graph.nodes)
+        return "fluid" if own_workers and not joins else "group"
+    if requested != "group" and not own_workers:
+        raise typer.BadParameter("--migration other than group needs the pool's own workers")
+    return requested
 
 
 @command_errors
@@ -71,11 +88,12 @@ def pool_command(
         str,
         typer.Option(
             envvar="CADENZA_POOL_MIGRATION",
-            help="How partitions move when the pool changes: group (the consumer group's rebalances), "
-            "or all, fluid, matching (the workers run in plan ownership and the pool moves partitions "
-            "warm, in those steps; see docs/scaling.md). Local workers only.",
+            help="How partitions move when the pool changes: fluid, matching or all (the workers run in "
+            "plan ownership and the pool moves partitions warm, in those steps; see docs/scaling.md), "
+            "group (the consumer group's rebalances), or auto: fluid, unless a pipeline has a join "
+            "(not run under plan ownership yet) or the workers run elsewhere (--worker-service): group.",
         ),
-    ] = "group",
+    ] = "auto",
     worker_option: Annotated[
         list[str] | None,
         typer.Option(
@@ -100,11 +118,8 @@ def pool_command(
     clock = SystemClock()
     controller = PoolController(controller_settings, clock, workers=min_workers)
     processes: WorkerProcesses | ServiceWorkers
-    if migration not in ("group", *STRATEGIES):
-        raise typer.BadParameter(f"--migration must be group, {', '.join(STRATEGIES)}; got {migration!r}")
+    migration = resolve_migration(migration, graphs, own_workers=worker_service is None)
     if worker_service is not None:
-        if migration != "group":
-            raise typer.BadParameter("--migration other than group needs the pool's own workers")
         host, _, port = worker_service.rpartition(":")
         if not host or not port.isdigit():
             raise typer.BadParameter(f"--worker-service must be HOST:PORT, got {worker_service!r}")
