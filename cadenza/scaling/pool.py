@@ -266,9 +266,7 @@ class Pool:
         partitions = self._input_partitions()
         live = set(self.processes.names()) if isinstance(self.processes, WorkerProcesses) else set()
         orphans = [p for p in partitions if owners.get(p) not in live]
-        target = balanced(
-            {p: owners.get(p, workers[0]) if p not in orphans else "" for p in partitions}, workers
-        )
+        target = balanced({p: "" if p in orphans else owners[p] for p in partitions}, workers)
         if orphans:
             _log.info("giving %d partition(s) without a live owner to the pool", len(orphans))
             mover.place({p: target[p] for p in orphans})

@@ -35,6 +35,7 @@ class WorkerCounters:
         "restored_keys",
         "restored_records",
         "units",
+        "warm_installs",
         "window_results",
     )
 
@@ -56,6 +57,9 @@ class WorkerCounters:
         #: Changelog records read and keys restored when partitions were assigned.
         self.restored_records = 0
         self.restored_keys = 0
+        #: Partitions taken over by a plan move from a warm copy (their keys count in restored_keys,
+        #: their changelog records in neither: the copy was read before the hand-over).
+        self.warm_installs = 0
         #: Fetch rounds (each followed by running queued records for up to a slice of time).
         self.batches = 0
         self.commits = 0

@@ -1176,6 +1176,7 @@ class _PlanHands:
                     replay.position if replay is not None else None,
                 )
             worker._installed.add(partition)
+            worker.counters.warm_installs += 1
         # No offset: the group's committed one, which the old owner committed before it released.
         worker._rebalance.take(self._consumer(topic), [TopicPartition(topic, number)])
 
