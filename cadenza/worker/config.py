@@ -243,10 +243,11 @@ class WorkerConfig(BaseSettings):
     gc_young_threshold: int = _field(
         10_000,
         "Allocations between the cyclic garbage collector's young-generation passes while the worker "
-        "runs (Python's default: 700), with what is alive at its start frozen out of the collector's "
-        "walks, so that buffered records are not walked again and again: up to ~5 us per record "
-        "saved with many buffered, for reference cycles freed later (more memory held). 0 leaves the "
-        "collector alone.",
+        "runs (Python's default: 700), with what is alive at its start, what survives a full "
+        "collection and restored state frozen out of the collector's walks, so that buffered records "
+        "and large state are not walked again and again: up to ~5 us per record saved with many "
+        "buffered, and full passes of a second or more with a million keys of state, for reference "
+        "cycles freed later (more memory held). 0 leaves the collector alone.",
         "objects",
         ge=0,
     )

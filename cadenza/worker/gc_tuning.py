@@ -15,6 +15,17 @@ after up to that many allocations instead of 700, and garbage present when the w
 until the last worker of the process closes (then everything is unfrozen). The settings are the
 process's, so they are counted: the first worker to start saves the interpreter's own and the last to
 close puts them back; a worker in between keeps the highest threshold asked for.
+
+**State is frozen as it settles.** A worker's keyed state is long-lived and can be millions of
+objects, and every old-generation pass walks all of them to find nothing: with a million keys of
+window state such a pass took 0.3-0.9 s while the state was built and 1.7-1.9 s after a migration
+installed half a million restored keys (``benchmarks/bench_migration.py``, RESULTS.md, S5), a stall
+of every tenant's records. So while held, what survives a full collection, and what is alive right
+after state was restored, is frozen too (:meth:`GcTuning.settle`, called by the worker between fetch
+rounds, never inside the collector's own callback): an old-generation pass then walks only what
+became long-lived since the last freeze. The price is the same as above, larger: a reference cycle
+among frozen objects that becomes garbage is freed only when the last worker closes. Objects that
+stop being referenced are still freed at once (reference counting); state entries are not cyclic.
 """
 
 from __future__ import annotations
@@ -31,17 +42,29 @@ class _Process:
     lock = threading.Lock()
     holders: list[int] = []  # noqa: RUF012 - one per process, on purpose
     saved: tuple[int, int, int] | None = None
+    #: Full (old-generation) collections seen while held, counted by :func:`_count_full_passes`.
+    full_passes = 0
+
+
+def _count_full_passes(phase: str, info: dict[str, int]) -> None:
+    """``gc.callbacks`` entry: count full collections (the freeze happens outside the collector)."""
+    if phase == "stop" and info["generation"] == 2:
+        _Process.full_passes += 1
 
 
 class GcTuning:
     """One worker's hold on the process's collector settings (idempotent :meth:`acquire`/:meth:`release`)."""
 
-    __slots__ = ("held", "young")
+    __slots__ = ("_full_passes", "_restored", "freezes", "held", "young")
 
     def __init__(self, young: int) -> None:
         #: Young-generation threshold while held; 0 leaves the interpreter's thresholds and freezes nothing.
         self.young = young
         self.held = False
+        #: Freezes made by :meth:`settle` (for tests and diagnosis).
+        self.freezes = 0
+        self._full_passes = 0
+        self._restored = 0
 
     def acquire(self) -> None:
         """Freeze what is alive now and raise the young threshold; call once the plan is built."""
@@ -50,12 +73,30 @@ class GcTuning:
         with _Process.lock:
             if not _Process.holders:
                 _Process.saved = gc.get_threshold()
+                gc.callbacks.append(_count_full_passes)
             _Process.holders.append(self.young)
             current = gc.get_threshold()
             if current[0] != 0 and current[0] < self.young:  # 0: collection disabled by the user
                 gc.set_threshold(self.young, current[1], current[2])
             gc.freeze()
+            self._full_passes = _Process.full_passes
             self.held = True
+
+    def settle(self, restored: int) -> None:
+        """Freeze what is alive if a full collection ran, or state was restored, since the last call.
+
+        ``restored``: a count that grows whenever the worker restores or installs state (its restored
+        keys); a change means a block of long-lived objects the next full pass would walk. Between fetch
+        rounds: one comparison when nothing happened.
+        """
+        if not self.held:
+            return
+        passes = _Process.full_passes
+        if passes == self._full_passes and restored == self._restored:
+            return
+        self._full_passes, self._restored = passes, restored
+        gc.freeze()
+        self.freezes += 1
 
     def release(self) -> None:
         """Let go; the last holder unfreezes and restores the thresholds it found."""
@@ -68,4 +109,6 @@ class GcTuning:
                 if _Process.saved is not None:
                     gc.set_threshold(*_Process.saved)
                     _Process.saved = None
+                if _count_full_passes in gc.callbacks:
+                    gc.callbacks.remove(_count_full_passes)
                 gc.unfreeze()

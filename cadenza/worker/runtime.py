@@ -763,6 +763,7 @@ class Worker:
             raise CadenzaError("the worker is not started")
         for _, errors in consumers:
             errors.raise_fatal()
+        self._gc.settle(self.counters.restored_keys)  # long-lived state out of the collector's walks
         scheduler = self.scheduler
         buffered = len(scheduler)
         pressure = output.pressure

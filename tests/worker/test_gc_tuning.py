@@ -77,3 +77,37 @@ def test_a_negative_threshold_is_a_config_error() -> None:
     pipeline.source("gc-test-in").map(lambda value: value).sink("gc-test-out")
     with pytest.raises(ConfigError, match="gc_young_threshold"):
         Worker([pipeline], KafkaSettings.load(bootstrap_servers="localhost:1"), gc_young_threshold=-1)
+
+
+def test_settle_freezes_after_a_full_collection_or_a_restore_and_only_then() -> None:
+    tuning = GcTuning(10_000)
+    tuning.acquire()
+    frozen = gc.get_freeze_count()
+    tuning.settle(restored=0)
+    assert tuning.freezes == 0, "nothing happened since acquire: nothing to freeze"
+    state = [[i] for i in range(1_000)]  # long-lived, tracked objects (lists), like state entries
+    gc.collect(2)
+    tuning.settle(restored=0)
+    assert tuning.freezes == 1
+    assert gc.get_freeze_count() >= frozen + len(state), "the survivors of the full pass are frozen"
+    tuning.settle(restored=0)
+    assert tuning.freezes == 1, "no new full pass, no restore: no freeze"
+    restored = [[i] for i in range(500)]
+    tuning.settle(restored=len(restored))
+    assert tuning.freezes == 2, "a restore's entries are frozen at once"
+    assert gc.get_freeze_count() >= frozen + len(state) + len(restored)
+    gc.collect(1)
+    tuning.settle(restored=len(restored))
+    assert tuning.freezes == 2, "a young or middle pass is not a full one"
+    tuning.release()
+    assert gc.get_freeze_count() == 0
+    assert all(cb.__name__ != "_count_full_passes" for cb in gc.callbacks), "the callback goes too"
+
+
+def test_settle_does_nothing_unless_held() -> None:
+    tuning = GcTuning(0)
+    tuning.acquire()
+    gc.collect(2)
+    tuning.settle(restored=5)
+    assert tuning.freezes == 0
+    assert gc.get_freeze_count() == 0
