@@ -297,6 +297,20 @@ class Scheduler(Generic[K, T]):
             return None
         return part.runs[0].ctx, part.queue[0]
 
+    def earliest_start_deadline(self) -> float | None:
+        """The earliest start deadline (``t_F + L - C``) among the queued heads, or ``None`` if nothing
+        is queued: how long other work (a warm copy's reading) may take before a queued record risks
+        its target, whatever the policy orders by. A scan of the operator-partitions: not for the
+        per-record path."""
+        earliest: float | None = None
+        for part in self._parts.values():
+            if part.runs:
+                ctx = part.runs[0].ctx
+                deadline = ctx.frontier_time + ctx.latency_target - ctx.path_cost
+                if earliest is None or deadline < earliest:
+                    earliest = deadline
+        return earliest
+
     def runs(self, key: K) -> int:
         """Queue entries (runs of records sharing one context) of an operator-partition."""
         part = self._parts.get(key)

@@ -24,14 +24,29 @@ from cadenza.scaling.ownership import Claim, OwnershipLog, Partition, duty
 from cadenza.settings import KafkaSettings
 from cadenza.state import ChangelogReader, ChangelogReplay
 
-__all__ = ["Hands", "PlanFollower"]
+__all__ = ["Hands", "PlanFollower", "warm_read_budget"]
 
 _log = logging.getLogger("cadenza.worker")
 
 #: A changelog ``(topic, partition)``.
 Changelog = tuple[str, int]
-#: How long a busy worker reads warm copies per step: what the client has already fetched.
-_BUSY_READ_S = 0.0005
+#: What the warm copies' client may hold fetched and not yet read (librdkafka's default: 64 MiB).
+WARM_PREFETCH_KB = 2048
+
+
+def warm_read_budget(earliest_deadline: float | None, now: float, read_slice: float) -> float:
+    """Seconds the worker may spend reading warm copies before it runs its queued records.
+
+    The copies are paced by the deadlines of what waits: nothing queued, a whole ``read_slice``;
+    records queued, half the slack of the most urgent one (its start deadline minus ``now``), at
+    most a slice, so that the record still starts in time with room to spare; no slack left,
+    nothing. A warm copy has no deadline of its own until its hand-over, when the partition's records
+    wait for it (:meth:`PlanFollower.step` reads then whatever the budget).
+    """
+    if earliest_deadline is None:
+        return read_slice
+    slack = earliest_deadline - now
+    return min(read_slice, slack / 2.0) if slack > 0.0 else 0.0
 
 
 class Hands(Protocol):
@@ -97,17 +112,30 @@ class PlanFollower:
         """Read the plan to its end and take what it gives this worker (a start or a restart)."""
         self._act(self._log.read_to_end())
 
-    def step(self, *, idle: bool) -> None:
-        """Follow the plan; read warm copies for up to ``read_slice`` when the worker is ``idle`` (no
-        records queued), else only what was already fetched: a busy worker's records must not wait
-        for a copy's changelog."""
+    @property
+    def read_slice(self) -> float:
+        """The most seconds one step reads warm copies for."""
+        return self._slice
+
+    def step(self, *, budget: float) -> None:
+        """Follow the plan; read warm copies for up to ``budget`` seconds (:func:`warm_read_budget`),
+        or a whole slice while a move this worker finishes waits for its fences: the old owner has
+        released the partition, so its records wait for this copy."""
         now = time.monotonic()
         if now >= self._next_poll:
             self._next_poll = now + self._poll_interval
             self._act(self._log.poll())
         if self._warm:
-            self._read_warm(self._slice if idle else _BUSY_READ_S)
+            self._read_warm(self._slice if self._handing_over() else budget)
             self._advance_moves()
+
+    def _handing_over(self) -> bool:
+        claims, me = self._log.claims, self._me
+        for partition in self._warm:
+            claim = claims.get(partition)
+            if claim is not None and claim.phase == "released" and claim.to == me:
+                return True
+        return False
 
     def _act(self, claims: Mapping[Partition, Claim]) -> None:
         for partition, claim in claims.items():
@@ -194,7 +222,13 @@ class PlanFollower:
             consumer, errors = make_consumer(
                 self._settings,
                 f"{self._log.group}-warm-{uuid.uuid4().hex[:8]}",
-                **{"fetch.wait.max.ms": 20, "enable.partition.eof": True},
+                # A small prefetch: the client fetches the copies about as fast as the budget lets
+                # the worker read them, not megabytes ahead (the broker's work is paced too).
+                **{
+                    "fetch.wait.max.ms": 20,
+                    "enable.partition.eof": True,
+                    "queued.max.messages.kbytes": WARM_PREFETCH_KB,
+                },
             )
             self._reader, self._consumer = ChangelogReader(consumer, errors, tail=True), consumer
         return self._reader

@@ -103,7 +103,7 @@ from cadenza.worker.lanes import Lane, plan_lanes, topic_targets
 from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.output import Output
-from cadenza.worker.ownership import PlanFollower
+from cadenza.worker.ownership import PlanFollower, warm_read_budget
 from cadenza.worker.plan import Decode, WorkerPlan, assemble
 from cadenza.worker.quarantine import QuarantineGuard, quarantine_topic_spec
 from cadenza.worker.rates import RatesPublisher, track_true_rates
@@ -774,7 +774,12 @@ class Worker:
         restorer = self._restorer
         follower = self._follower
         if follower is not None:
-            follower.step(idle=buffered == 0)
+            budget = 0.0
+            if follower.warming:  # the copies wait for the queued records' slack (warm_read_budget)
+                budget = warm_read_budget(
+                    scheduler.earliest_start_deadline(), scheduler.clock.now(), follower.read_slice
+                )
+            follower.step(budget=budget)
         messages = fetcher.fetch(
             buffered, pressure, block=not restorer.restoring and (follower is None or not follower.warming)
         )

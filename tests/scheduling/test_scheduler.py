@@ -369,3 +369,56 @@ def test_user_policy_is_schedulable_by_import_path() -> None:
     order: list[str] = []
     drain(sched, lambda key, _c, _i: order.append(key))
     assert order == ["b", "a"]  # MyPolicy runs the latest frontier first
+
+
+def test_earliest_start_deadline_is_none_when_empty_and_the_earliest_head_otherwise() -> None:
+    sched: Scheduler[str, int] = Scheduler(EdfPolicy(), clock=VirtualClock(), max_records=1, max_seconds=None)
+    assert sched.earliest_start_deadline() is None
+    # t_F + L - C: 10 + 2 - 0.5 for a, 11 + 0.25 - 0 for b (earlier), later records do not count.
+    sched.enqueue("a", SchedulingContext("p", "t", 10.0, 2.0, 0.0, 0.5, 0, 1), 1)
+    sched.enqueue("b", SchedulingContext("p", "t", 11.0, 0.25, 0.0, 0.0, 0, 2), 2)
+    sched.enqueue("b", SchedulingContext("p", "t", 1.0, 0.0, 0.0, 0.0, 0, 3), 3)
+    assert sched.earliest_start_deadline() == 11.25
+    assert take(sched) == [("b", 2)]
+    assert sched.earliest_start_deadline() == 1.0, "b's next head"
+    assert take(sched) == [("b", 3)]
+    assert sched.earliest_start_deadline() == 11.5
+    assert take(sched) == [("a", 1)]
+    assert sched.earliest_start_deadline() is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(
+                st.sampled_from("abc"),
+                st.floats(0, 100),
+                st.floats(0, 5),
+                st.floats(0, 1),
+            ),
+            st.just("take"),
+        ),
+        max_size=40,
+    )
+)
+def test_earliest_start_deadline_against_brute_force(
+    steps: list[tuple[str, float, float, float] | str],
+) -> None:
+    sched: Scheduler[str, int] = Scheduler(
+        get_policy("cameo"), clock=VirtualClock(), max_records=1, max_seconds=None
+    )
+    queues: dict[str, list[float]] = {}
+    for n, step in enumerate(steps):
+        if isinstance(step, str):
+            quantum = sched.next_batch()
+            if quantum is None:
+                continue
+            for _ in quantum:
+                queues[quantum.key].pop(0)
+        else:
+            key, frontier, target, cost = step
+            sched.enqueue(key, SchedulingContext("p", "t", frontier, target, 0.0, cost, 0, n), n)
+            queues.setdefault(key, []).append(frontier + target - cost)
+        heads = [queue[0] for queue in queues.values() if queue]
+        assert sched.earliest_start_deadline() == (min(heads) if heads else None)
