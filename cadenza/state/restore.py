@@ -38,7 +38,7 @@ class ChangelogReader:
     :meth:`stop`, and each time it reaches its end again it is returned again.
     """
 
-    __slots__ = ("_consumer", "_errors", "_tail", "replays")
+    __slots__ = ("_consumer", "_errors", "_tail", "messages", "replays")
 
     def __init__(self, consumer: Consumer, consumer_errors: ClientErrors, *, tail: bool = False) -> None:
         self._consumer = consumer
@@ -46,6 +46,8 @@ class ChangelogReader:
         self._tail = tail
         #: The partitions being read, each with what it has replayed so far.
         self.replays: dict[TopicPartitionKey, ChangelogReplay] = {}
+        #: Messages consumed so far, over every partition ever read (end-of-partition events too).
+        self.messages = 0
 
     def start(self, partitions: Iterable[TopicPartitionKey]) -> None:
         """Read these partitions from their first record (those already being read go on)."""
@@ -74,6 +76,7 @@ class ChangelogReader:
             if left <= 0:
                 break
             messages = consumer.consume(batch, left)
+            self.messages += len(messages)
             for message in messages:
                 topic, partition = message.topic() or "", message.partition() or 0
                 replay = replays.get((topic, partition))

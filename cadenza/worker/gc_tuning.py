@@ -20,12 +20,13 @@ close puts them back; a worker in between keeps the highest threshold asked for.
 objects, and every old-generation pass walks all of them to find nothing: with a million keys of
 window state such a pass took 0.3-0.9 s while the state was built and 1.7-1.9 s after a migration
 installed half a million restored keys (``benchmarks/bench_migration.py``, RESULTS.md, S5), a stall
-of every tenant's records. So while held, what survives a full collection, and what is alive right
-after state was restored, is frozen too (:meth:`GcTuning.settle`, called by the worker between fetch
-rounds, never inside the collector's own callback): an old-generation pass then walks only what
-became long-lived since the last freeze. The price is the same as above, larger: a reference cycle
-among frozen objects that becomes garbage is freed only when the last worker closes. Objects that
-stop being referenced are still freed at once (reference counting); state entries are not cyclic.
+of every tenant's records. So while held, what survives a full collection, and what is alive after a
+block of state was restored or copied, is frozen too (:meth:`GcTuning.settle`, called by the worker
+between fetch rounds, never inside the collector's own callback): an old-generation pass then walks
+only what became long-lived since the last freeze. The price is the same as above, larger: a
+reference cycle among frozen objects that becomes garbage is freed only when the last worker closes.
+Objects that stop being referenced are still freed at once (reference counting); state entries are
+not cyclic.
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ from __future__ import annotations
 import gc
 import threading
 
-__all__ = ["GcTuning"]
+__all__ = ["FREEZE_EVERY", "GcTuning"]
+
+#: Restored keys or copied records after which :meth:`GcTuning.settle` freezes without waiting for a
+#: full pass (a frozen young reference cycle is freed only when the last worker closes, so not at
+#: every fetch round).
+FREEZE_EVERY = 10_000
 
 
 class _Process:
@@ -83,16 +89,18 @@ class GcTuning:
             self.held = True
 
     def settle(self, restored: int) -> None:
-        """Freeze what is alive if a full collection ran, or state was restored, since the last call.
+        """Freeze what is alive if a full collection ran, or ``FREEZE_EVERY`` more state was restored,
+        since the last freeze.
 
-        ``restored``: a count that grows whenever the worker restores or installs state (its restored
-        keys); a change means a block of long-lived objects the next full pass would walk. Between fetch
-        rounds: one comparison when nothing happened.
+        ``restored``: a count that grows as the worker restores, installs or copies state (keys
+        restored, warm-copy records read): a block of long-lived objects the next full pass would walk.
+        A small restore waits for the next full pass. Between fetch rounds: two comparisons when
+        nothing happened.
         """
         if not self.held:
             return
         passes = _Process.full_passes
-        if passes == self._full_passes and restored == self._restored:
+        if passes == self._full_passes and restored - self._restored < FREEZE_EVERY:
             return
         self._full_passes, self._restored = passes, restored
         gc.freeze()

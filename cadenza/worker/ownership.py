@@ -113,6 +113,12 @@ class PlanFollower:
         self._act(self._log.read_to_end())
 
     @property
+    def copied(self) -> int:
+        """Changelog messages read into warm copies so far (grows; the worker freezes what it built,
+        :meth:`cadenza.worker.gc_tuning.GcTuning.settle`)."""
+        return 0 if self._reader is None else self._reader.messages
+
+    @property
     def read_slice(self) -> float:
         """The most seconds one step reads warm copies for."""
         return self._slice

@@ -763,7 +763,9 @@ class Worker:
             raise CadenzaError("the worker is not started")
         for _, errors in consumers:
             errors.raise_fatal()
-        self._gc.settle(self.counters.restored_keys)  # long-lived state out of the collector's walks
+        follower = self._follower
+        # Long-lived state (restored, installed or being copied) out of the collector's walks.
+        self._gc.settle(self.counters.restored_keys + (follower.copied if follower is not None else 0))
         scheduler = self.scheduler
         buffered = len(scheduler)
         pressure = output.pressure
@@ -772,7 +774,6 @@ class Worker:
         trace = self.trace
         fetch_start = time.time() if trace is not None else 0.0
         restorer = self._restorer
-        follower = self._follower
         if follower is not None:
             budget = 0.0
             if follower.warming:  # the copies wait for the queued records' slack (warm_read_budget)

@@ -12,7 +12,7 @@ from cadenza.errors import ConfigError
 from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
-from cadenza.worker.gc_tuning import GcTuning
+from cadenza.worker.gc_tuning import FREEZE_EVERY, GcTuning
 
 
 @pytest.fixture(autouse=True)
@@ -92,12 +92,14 @@ def test_settle_freezes_after_a_full_collection_or_a_restore_and_only_then() -> 
     assert gc.get_freeze_count() >= frozen + len(state), "the survivors of the full pass are frozen"
     tuning.settle(restored=0)
     assert tuning.freezes == 1, "no new full pass, no restore: no freeze"
-    restored = [[i] for i in range(500)]
-    tuning.settle(restored=len(restored))
-    assert tuning.freezes == 2, "a restore's entries are frozen at once"
+    tuning.settle(restored=FREEZE_EVERY - 1)
+    assert tuning.freezes == 1, "a small restore waits for the next full pass"
+    restored = [[i] for i in range(FREEZE_EVERY)]
+    tuning.settle(restored=FREEZE_EVERY)
+    assert tuning.freezes == 2, "a large restore's entries are frozen at once"
     assert gc.get_freeze_count() >= frozen + len(state) + len(restored)
     gc.collect(1)
-    tuning.settle(restored=len(restored))
+    tuning.settle(restored=FREEZE_EVERY + 1)
     assert tuning.freezes == 2, "a young or middle pass is not a full one"
     tuning.release()
     assert gc.get_freeze_count() == 0
