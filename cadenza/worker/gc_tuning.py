@@ -32,14 +32,20 @@ not cyclic.
 from __future__ import annotations
 
 import gc
+import logging
 import threading
+import time
 
-__all__ = ["FREEZE_EVERY", "GcTuning"]
+__all__ = ["FREEZE_EVERY", "LONG_PAUSE_S", "GcTuning"]
+
+_log = logging.getLogger("cadenza.worker")
 
 #: Restored keys or copied records after which :meth:`GcTuning.settle` freezes without waiting for a
 #: full pass (a frozen young reference cycle is freed only when the last worker closes, so not at
 #: every fetch round).
 FREEZE_EVERY = 10_000
+#: A full collection that stopped the worker this long is logged (a warning: every tenant waited).
+LONG_PAUSE_S = 0.1
 
 
 class _Process:
@@ -50,23 +56,37 @@ class _Process:
     saved: tuple[int, int, int] | None = None
     #: Full (old-generation) collections seen while held, counted by :func:`_count_full_passes`.
     full_passes = 0
+    #: When the running full collection started, and the longest one since :meth:`GcTuning.settle`
+    #: last looked (seconds).
+    pass_started = 0.0
+    longest = 0.0
 
 
 def _count_full_passes(phase: str, info: dict[str, int]) -> None:
-    """``gc.callbacks`` entry: count full collections (the freeze happens outside the collector)."""
-    if phase == "stop" and info["generation"] == 2:
+    """``gc.callbacks`` entry: count and time full collections (freezing and logging happen outside
+    the collector, in :meth:`GcTuning.settle`)."""
+    if info["generation"] != 2:
+        return
+    if phase == "start":
+        _Process.pass_started = time.perf_counter()
+    else:
         _Process.full_passes += 1
+        _Process.longest = max(_Process.longest, time.perf_counter() - _Process.pass_started)
 
 
 class GcTuning:
     """One worker's hold on the process's collector settings (idempotent :meth:`acquire`/:meth:`release`)."""
 
-    __slots__ = ("_full_passes", "_restored", "freezes", "held", "young")
+    __slots__ = ("_full_passes", "_restored", "freezes", "held", "long_pause", "longest_pause", "young")
 
-    def __init__(self, young: int) -> None:
+    def __init__(self, young: int, *, long_pause: float = LONG_PAUSE_S) -> None:
         #: Young-generation threshold while held; 0 leaves the interpreter's thresholds and freezes nothing.
         self.young = young
         self.held = False
+        #: Full collections that stopped the worker at least this long are logged by :meth:`settle`.
+        self.long_pause = long_pause
+        #: The longest full collection :meth:`settle` has seen (seconds; for diagnosis).
+        self.longest_pause = 0.0
         #: Freezes made by :meth:`settle` (for tests and diagnosis).
         self.freezes = 0
         self._full_passes = 0
@@ -102,6 +122,15 @@ class GcTuning:
         passes = _Process.full_passes
         if passes == self._full_passes and restored - self._restored < FREEZE_EVERY:
             return
+        if passes != self._full_passes:
+            pause, _Process.longest = _Process.longest, 0.0
+            self.longest_pause = max(self.longest_pause, pause)
+            if pause >= self.long_pause:
+                _log.warning(
+                    "a full garbage collection stopped the worker for %.0f ms; what survived it is "
+                    "frozen now, so the next one walks only what is new",
+                    pause * 1000.0,
+                )
         self._full_passes, self._restored = passes, restored
         gc.freeze()
         self.freezes += 1

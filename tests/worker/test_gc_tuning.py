@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -113,3 +114,18 @@ def test_settle_does_nothing_unless_held() -> None:
     tuning.settle(restored=5)
     assert tuning.freezes == 0
     assert gc.get_freeze_count() == 0
+
+
+def test_a_long_full_collection_is_timed_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    tuning = GcTuning(10_000, long_pause=0.0)  # every full pass counts as long here
+    tuning.acquire()
+    state = [[i] for i in range(10_000)]
+    with caplog.at_level(logging.WARNING, logger="cadenza.worker"):
+        gc.collect(2)
+        tuning.settle(restored=0)
+        tuning.settle(restored=0)
+    tuning.release()
+    assert len(state) == 10_000
+    assert tuning.longest_pause > 0.0
+    logged = [r.getMessage() for r in caplog.records if "full garbage collection" in r.getMessage()]
+    assert len(logged) == 1, logged
