@@ -336,6 +336,9 @@ _RESTORED = re.compile(
     r"^(\d+(?:\.\d+)?) cadenza\.worker INFO restored (\S+)\[(\d+)\]: (\d+) keys from (\d+) changelog records"
 )
 _PARTITION = re.compile(r"([^\s,\[\]()]+)\[(\d+)\]")
+_GC_PAUSE = re.compile(
+    r"^(\d+(?:\.\d+)?) cadenza\.worker WARNING a full garbage collection stopped the worker for (\d+) ms"
+)
 
 
 @dataclass(frozen=True)
@@ -373,6 +376,12 @@ def parse_log(worker: str, lines: Iterable[str]) -> tuple[list[OwnershipEvent], 
             at, topic, partition, keys, records = found.groups()
             restored.append(RestoreEvent(float(at), worker, (topic, int(partition)), int(keys), int(records)))
     return owned, restored
+
+
+def collector_pauses(worker: str, lines: Iterable[str]) -> list[tuple[str, float, float]]:
+    """``(worker, when, ms)`` of each long full garbage collection the worker logged."""
+    found = (_GC_PAUSE.match(line) for line in lines)
+    return [(worker, float(m.group(1)), float(m.group(2))) for m in found if m is not None]
 
 
 def ownership(events: Iterable[OwnershipEvent], until: float) -> dict[str, set[Partition]]:
@@ -776,6 +785,15 @@ class Run:
                 restored += r
         return owned, restored
 
+    def collector_pauses(self) -> list[tuple[str, float, float]]:
+        pauses: list[tuple[str, float, float]] = []
+        for worker, _process in self.processes:
+            with suppress(OSError):
+                pauses += collector_pauses(
+                    worker, self.log_path(worker).read_text(errors="replace").splitlines()
+                )
+        return pauses
+
     def stop_all(self) -> None:
         for _worker, process in self.processes:
             if process.poll() is None:
@@ -1023,6 +1041,8 @@ def run_strategy(
     entry["restored_keys"] = sum(r.keys for r in restores if r.at >= periods["scale_out"][0])
     entry["restored_records"] = sum(r.records for r in restores if r.at >= periods["scale_out"][0])
     entry["ls_wrong_windows"] = ls_wrong
+    # Full collections that stopped a worker for 100 ms or more (its warning), seconds after the start.
+    entry["gc_long_pauses"] = [[w, round(at - began, 1), ms] for w, at, ms in run.collector_pauses()]
     entry.update(strategy.details())
     entry["input_delivery_failures"] = live.failures
     entry["input"] = input_check

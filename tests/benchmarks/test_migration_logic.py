@@ -17,6 +17,7 @@ from bench_migration import (
     check_shape,
     check_windows,
     choose_strategies,
+    collector_pauses,
     compare_input,
     complete,
     expected_ls_windows,
@@ -40,6 +41,16 @@ def ev(at: float, worker: str, kind: str, *parts: tuple[str, int]) -> OwnershipE
 
 
 # -- logs -------------------------------------------------------------------------------------------
+
+
+def test_collector_pauses_reads_the_workers_warnings_and_nothing_else() -> None:
+    lines = [
+        "1795604938.657 cadenza.worker WARNING a full garbage collection stopped the worker for 1876 ms; "
+        "what survived it is frozen now, so the next one walks only what is new",
+        "1795604939.000 cadenza.worker INFO assigned nothing",
+        "1795604940.5 cadenza.worker WARNING a full garbage collection stopped the worker for 250 ms; x",
+    ]
+    assert collector_pauses("w1", lines) == [("w1", 1795604938.657, 1876.0), ("w1", 1795604940.5, 250.0)]
 
 
 def test_parse_log_reads_assigned_revoked_lost_and_restored_lines_and_ignores_the_rest() -> None:
