@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable, KeysView, Sequence
+from collections.abc import Callable, Iterable, KeysView, Sequence
 
 from confluent_kafka import Consumer
 
@@ -57,6 +57,7 @@ class StateRestorer:
         *,
         background: bool = True,
         idle_clock: IdleClock | None = None,
+        settle: Callable[[], None] | None = None,
     ) -> None:
         self._settings = settings
         self._group = group
@@ -66,6 +67,10 @@ class StateRestorer:
         #: Stands still while partitions wait in the background: such a partition is silent because
         #: of the worker, not because its input is (see :mod:`cadenza.worker.idle_clock`).
         self._idle_clock = idle_clock
+        #: Called between the slices of a restore inside the assignment callback, where the worker's
+        #: loop (which otherwise freezes restored state out of the collector's walks) does not run:
+        #: without it, the full collections during a large restore walk every key restored so far.
+        self._settle_collector = settle
         self._reader: ChangelogReader | None = None
         self._consumer: Consumer | None = None
         #: Input partition -> the changelog partitions it still waits for.
@@ -119,6 +124,8 @@ class StateRestorer:
             return held
         while self._waiting:
             self.step(0.2)
+            if self._settle_collector is not None:
+                self._settle_collector()
         return []
 
     def step(self, seconds: float) -> list[Key]:

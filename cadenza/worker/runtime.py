@@ -362,6 +362,7 @@ class Worker:
             restore_timeout,
             background=restore_slice > 0,
             idle_clock=self.idle_clock,
+            settle=self._settle_gc,
         )
         self.restore_slice = restore_slice
         #: What the started worker runs (see :mod:`cadenza.worker.plan`); ``None`` until :meth:`start`.
@@ -753,6 +754,12 @@ class Worker:
 
     # -- the stages -------------------------------------------------------------------------------------
 
+    def _settle_gc(self) -> None:
+        """Long-lived state (restored, installed or being copied) out of the collector's walks; between
+        fetch rounds, and between the slices of a restore inside the assignment callback."""
+        follower = self._follower
+        self._gc.settle(self.counters.restored_keys + (follower.copied if follower is not None else 0))
+
     def step(self) -> int:
         """Fetch what fits, run queued records for up to ``run_slice``, commit when due.
 
@@ -764,8 +771,7 @@ class Worker:
         for _, errors in consumers:
             errors.raise_fatal()
         follower = self._follower
-        # Long-lived state (restored, installed or being copied) out of the collector's walks.
-        self._gc.settle(self.counters.restored_keys + (follower.copied if follower is not None else 0))
+        self._settle_gc()
         scheduler = self.scheduler
         buffered = len(scheduler)
         pressure = output.pressure

@@ -151,3 +151,35 @@ def test_a_restore_past_its_timeout_fails(kafka_settings: KafkaSettings, new_top
                 restorer.step(0.002)
     finally:
         restorer.close()
+
+
+def test_a_restore_inside_the_callback_settles_the_collector_between_slices(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    """Without ``background`` the worker's loop does not run until the whole restore is read, so the
+    restorer itself must hand the worker each slice's end (to freeze what it restored): once per
+    slice read, and with the state read so far already loaded."""
+    changelog = new_topic(partitions=2, configs={"cleanup.policy": "compact"})
+    write_state(kafka_settings, changelog, 0, 30_000)
+    write_state(kafka_settings, changelog, 1, 5)
+    counters = WorkerCounters()
+    seen: list[int] = []
+    restorer = StateRestorer(
+        kafka_settings,
+        f"g-{uuid.uuid4().hex[:6]}",
+        counters,
+        timeout=60,
+        background=False,
+        settle=lambda: seen.append(counters.restored_keys),
+    )
+    step = RestoredInto(changelog)
+    window = cast(StatefulStep, step)
+    try:
+        held = restorer.begin([(("in", 0), [(window, 0)]), (("in", 1), [(window, 1)])])
+    finally:
+        restorer.close()
+    assert held == [] and not restorer.restoring
+    assert sorted(step.restored) == [0, 1]
+    assert seen, "the collector was never settled during the restore"
+    assert seen[-1] == 30_005, "the last settle came before the last state was loaded"
+    assert seen == sorted(seen)
