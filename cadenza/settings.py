@@ -51,7 +51,8 @@ class KafkaSettings(BaseSettings):
     ``CADENZA_SASL_MECHANISM``, ``CADENZA_SASL_USERNAME``, ``CADENZA_SASL_PASSWORD``,
     ``CADENZA_SSL_CA_LOCATION``, ``CADENZA_SSL_CERTIFICATE_LOCATION``, ``CADENZA_SSL_KEY_LOCATION``,
     ``CADENZA_SSL_KEY_PASSWORD``, ``CADENZA_CLIENT_ID``, ``CADENZA_SESSION_TIMEOUT_MS``,
-    ``CADENZA_REQUEST_TIMEOUT_MS``, ``CADENZA_DELIVERY_TIMEOUT_MS``, ``CADENZA_SCHEMA_REGISTRY_URL``,
+    ``CADENZA_REQUEST_TIMEOUT_MS``, ``CADENZA_DELIVERY_TIMEOUT_MS``, ``CADENZA_LINGER_MS``,
+    ``CADENZA_SCHEMA_REGISTRY_URL``,
     ``CADENZA_SCHEMA_REGISTRY_USERNAME``, ``CADENZA_SCHEMA_REGISTRY_PASSWORD``.
     """
 
@@ -88,6 +89,16 @@ class KafkaSettings(BaseSettings):
         description=(
             "How long the producer keeps retrying one record before failing it. librdkafka's default "
             "(5 minutes) hides an unreachable cluster for too long."
+        ),
+    )
+    linger_ms: int = Field(
+        default=5,
+        ge=0,
+        le=1000,
+        description=(
+            "How long cadenza's producers (outputs, repartition topics, changelogs) wait to fill a "
+            "record batch. A longer wait adds that much latency to every output but sends fewer, "
+            "larger batches: brokers pay per batch (the embedded one especially, see the README)."
         ),
     )
 

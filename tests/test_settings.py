@@ -76,6 +76,15 @@ def test_every_client_factory_carries_the_security_settings() -> None:
     make_admin(settings)
 
 
+def test_linger_ms_reaches_every_producer_cadenza_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs, repartition topics and changelogs share producer_config: one setting batches them all."""
+    assert producer_config(KafkaSettings.load())[0]["linger.ms"] == 5  # librdkafka's batching as before
+    monkeypatch.setenv("CADENZA_LINGER_MS", "100")
+    config, _ = producer_config(KafkaSettings.load())
+    assert config["linger.ms"] == 100
+    assert producer_config(KafkaSettings.load(), **{"linger.ms": 2})[0]["linger.ms"] == 2  # overrides win
+
+
 def test_secrets_never_appear_in_repr_str_or_errors(caplog: pytest.LogCaptureFixture) -> None:
     settings = sasl_settings()
     assert SECRET not in repr(settings)
@@ -111,6 +120,8 @@ def test_secrets_never_appear_in_repr_str_or_errors(caplog: pytest.LogCaptureFix
         ({"sasl_username": "u"}, "SASL settings are given but security_protocol=PLAINTEXT"),
         ({"security_protocol": "SSL", "ssl_ca_location": "/no/such/ca.pem"}, "does not exist"),
         ({"session_timeout_ms": 10}, "session_timeout_ms (CADENZA_SESSION_TIMEOUT_MS)"),
+        ({"linger_ms": 1001}, "linger_ms (CADENZA_LINGER_MS)"),
+        ({"linger_ms": -1}, "linger_ms (CADENZA_LINGER_MS)"),
     ],
 )
 def test_invalid_settings_fail_at_start_with_a_clear_message(

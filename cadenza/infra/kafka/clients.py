@@ -182,7 +182,7 @@ def producer_config(settings: KafkaSettings, **overrides: Any) -> tuple[dict[str
         {
             "enable.idempotence": True,
             "acks": "all",
-            "linger.ms": 5,
+            "linger.ms": settings.linger_ms,
             "delivery.timeout.ms": settings.delivery_timeout_ms,
             "request.timeout.ms": min(settings.request_timeout_ms, settings.delivery_timeout_ms),
         }
