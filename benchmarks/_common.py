@@ -13,7 +13,13 @@ from collections.abc import Callable
 
 from cadenza.demo.machine import environment, machine_and_commit, write_result
 
-__all__ = ["environment", "machine_and_commit", "per_call_us", "summary_us", "write_result"]
+__all__ = ["environment", "machine_and_commit", "per_call_us", "quantile", "summary_us", "write_result"]
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` rank quantile of ``values`` (a measured value, never an interpolated one)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def summary_us(per_call_us: list[float]) -> dict[str, float]:

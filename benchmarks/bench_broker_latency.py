@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 
+from _common import quantile
 from confluent_kafka import Consumer, KafkaError, Message
 
 from cadenza.infra.broker.embedded import EmbeddedBroker
@@ -28,11 +29,6 @@ RECORDS = 100
 SPACING_S = 0.1
 #: Records sent in the first seconds are left out (the consumer's first fetches of a new topic).
 WARMUP_S = 3.0
-
-
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def measure(settings: KafkaSettings, wait_ms: int) -> tuple[list[float], list[float]]:

@@ -33,7 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import environment, write_result
+from _common import environment, quantile, write_result
 from confluent_kafka import OFFSET_END, TopicPartition
 from pydantic import BaseModel
 
@@ -99,11 +99,6 @@ def read_latencies(bootstrap: str, topic: str, seconds: float) -> None:
                 latencies.append((round(now - first, 3), (now - float(value["sent"])) * 1000.0))
     consumer.close()
     print(json.dumps(latencies), flush=True)
-
-
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def run(settings: KafkaSettings, rate: float, seconds: float) -> dict[str, Any]:
