@@ -7,7 +7,11 @@ broker process's CPU (cores) and RSS and partition 0's low and high offsets: a b
 retention would move the low offset; one whose work per request grows with the data held shows its
 CPU climbing at a constant rate. Linux only (reads ``/proc``).
 
+``--linger-ms`` is the producer's ``linger.ms``: at a few hundred records/s, 5 ms makes batches of one
+or two records, 100 ms batches of tens (the broker pays per batch: ``bench_broker_batches.py``).
+
     python benchmarks/bench_broker_growth.py [--seconds 120] [--rate 1000] [--readers 1] [--fetch-wait-ms 500]
+        [--linger-ms 5]
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--fetch-wait-ms", type=int, default=500, help="the readers' fetch.wait.max.ms (librdkafka's default)"
     )
     parser.add_argument("--readers", type=int, default=1, help="consumers in the reading group")
+    parser.add_argument("--linger-ms", type=int, default=5, help="the producer's linger.ms")
     args = parser.parse_args(argv)
     with broker_settings(None) as settings:
         configs = {"retention.ms": "20000", "segment.ms": "5000"}
@@ -62,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         stop = threading.Event()
 
         def load() -> None:
-            producer, _ = make_producer(settings)
+            producer, _ = make_producer(settings, **{"linger.ms": args.linger_ms})
             sent, started = 0, time.monotonic()
             while not stop.is_set():
                 while sent < (time.monotonic() - started) * args.rate:
