@@ -75,7 +75,7 @@ from typing import Any, Literal
 
 from _common import machine_and_commit, write_result
 from bench_s1 import broker_settings
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
 from cadenza.infra.kafka.clients import make_admin, make_consumer, make_producer
 from cadenza.infra.kafka.offsets import end_offsets
@@ -123,6 +123,13 @@ class MigrationConfig:
     settle_timeout_s: float = 300.0
     seed: int = 5
     strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+    #: ``linger.ms`` of the generator's producers. The broker pays per record batch (RESULTS.md, "The
+    #: embedded broker pays per record batch"), so BIG's bulk input is batched; LS's records wait at
+    #: most ``ls_linger_ms`` in the producer, which counts in their latency (sent-at to result).
+    ls_linger_ms: int = 5
+    big_linger_ms: int = 100
+    #: ``CADENZA_LINGER_MS`` of the workers (their outputs, repartition topics and changelogs).
+    worker_linger_ms: int = 5
 
 
 def quick_config(**overrides: Any) -> MigrationConfig:
@@ -735,6 +742,7 @@ class Run:
             **os.environ,
             **self.strategy.env(),
             "CADENZA_BOOTSTRAP_SERVERS": self.settings.bootstrap_servers,
+            "CADENZA_LINGER_MS": str(self.config.worker_linger_ms),
             **self.pipeline_env(),
         }
         command = [
@@ -809,9 +817,10 @@ class Run:
 class LiveInput:
     """LS clicks and BIG updates at their rates in a thread, remembering what it sent.
 
-    The producer is idempotent: when the broker is slow, librdkafka's retries must not write a
+    The producers are idempotent: when the broker is slow, librdkafka's retries must not write a
     record twice (BIG's brute force would then be short of it). A record whose delivery fails is
-    counted (``failures``): the brute force cannot know whether it is in the topic.
+    counted (``failures``): the brute force cannot know whether it is in the topic. One producer per
+    tenant, so that BIG's batching (``big_linger_ms``) never holds an LS record back.
     """
 
     def __init__(self, settings: KafkaSettings, topics: Topics, config: MigrationConfig) -> None:
@@ -821,7 +830,8 @@ class LiveInput:
         self.big_sends: list[tuple[str, float]] = []
         self.failures = 0
         self.error: BaseException | None = None
-        self._producer, _ = make_producer(settings, **{"linger.ms": 5})
+        self._ls_producer, _ = make_producer(settings, **{"linger.ms": config.ls_linger_ms})
+        self._big_producer, _ = make_producer(settings, **{"linger.ms": config.big_linger_ms})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="s5-input", daemon=True)
 
@@ -832,15 +842,13 @@ class LiveInput:
         if error is not None:
             self.failures += 1
 
-    def _send(self, topic: str, value: dict[str, Any], key: str) -> None:
+    def _send(self, producer: Producer, topic: str, value: dict[str, Any], key: str) -> None:
         while True:
             try:
-                self._producer.produce(
-                    topic, json.dumps(value).encode(), key.encode(), on_delivery=self._delivered
-                )
+                producer.produce(topic, json.dumps(value).encode(), key.encode(), on_delivery=self._delivered)
                 return
             except BufferError:  # the local queue is full while the broker is slow: wait for room
-                self._producer.poll(0.05)
+                producer.poll(0.05)
 
     def _run(self) -> None:
         try:
@@ -851,16 +859,17 @@ class LiveInput:
                 for _ in range(int(elapsed * self.config.ls_rate) - len(self.ls_sends)):
                     user = f"u{rng.randrange(self.config.users)}"
                     ts = time.time()
-                    self._send(self.topics.ls_in, {"user": user, "ts": ts}, user)
+                    self._send(self._ls_producer, self.topics.ls_in, {"user": user, "ts": ts}, user)
                     self.ls_sends.append((user, ts))
                 for _ in range(int(elapsed * self.config.big_rate) - len(self.big_sends)):
                     key = f"k{rng.randrange(self.config.keys)}"
                     ts = T0 + 10.0 + elapsed  # inside the day window, after the preload's event times
-                    self._send(self.topics.big_in, {"key": key, "ts": ts}, key)
+                    self._send(self._big_producer, self.topics.big_in, {"key": key, "ts": ts}, key)
                     self.big_sends.append((key, ts))
-                self._producer.poll(0)
+                self._ls_producer.poll(0)
+                self._big_producer.poll(0)
                 self._stop.wait(0.005)
-            self.failures += self._producer.flush(60)
+            self.failures += self._ls_producer.flush(60) + self._big_producer.flush(60)
         except BaseException as exc:  # said in the result: a silent sender would fake a quiet input
             self.error = exc
 
@@ -1235,11 +1244,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES))
     parser.add_argument("--bootstrap", default=None)
     parser.add_argument("--keys", type=int, default=None, help="BIG's keys (the mode's default otherwise)")
+    parser.add_argument("--ls-linger-ms", type=int, default=None, help="linger.ms of LS's input producer")
+    parser.add_argument("--big-linger-ms", type=int, default=None, help="linger.ms of BIG's input producer")
+    parser.add_argument("--worker-linger-ms", type=int, default=None, help="the workers' CADENZA_LINGER_MS")
     args = parser.parse_args(argv)
     names = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
     overrides: dict[str, Any] = {"strategies": names}
-    if args.keys is not None:
-        overrides["keys"] = args.keys
+    for name in ("keys", "ls_linger_ms", "big_linger_ms", "worker_linger_ms"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
     config = quick_config(**overrides) if args.quick else MigrationConfig(**overrides)
     result = run_benchmark(args.out, config=config, bootstrap=args.bootstrap)
     print(format_table(result))
