@@ -253,6 +253,54 @@ class LocalS3:
             "AWS_DEFAULT_REGION": "us-east-1",
         }
 
+    def log_holes(self, topics: Sequence[str]) -> list[str]:
+        """Offsets below a partition's high watermark that no stored record batch holds.
+
+        Tansu on S3 writes a partition's watermark before the record batch it counts; a broker stopped
+        between the two leaves a hole, which no Kafka broker does: a consumer whose position lands on
+        it (at the end of a log that gets no record after it) waits there forever. A run that hit one
+        measured the broker, not cadenza.
+        """
+        import boto3  # noqa: PLC0415 - moto's dependency, needed only here
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+            region_name="us-east-1",
+        )
+        holes: list[str] = []
+        for topic in topics:
+            prefix = f"clusters/tansu_cluster/topics/{topic}/partitions/"
+            keys: list[str] = []
+            pages = client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+            for page in pages:
+                keys += [item["Key"] for item in page.get("Contents", [])]
+            for partition in sorted({key[len(prefix) :].split("/")[0] for key in keys}):
+                where = f"{prefix}{partition}/"
+                watermark = client.get_object(Bucket=self.bucket, Key=f"{where}watermark.json")
+                high = json.loads(watermark["Body"].read())["high"] or 0
+                bases = sorted(
+                    int(key[len(where) + len("records/") : -len(".batch")])
+                    for key in keys
+                    if key.startswith(f"{where}records/") and key.endswith(".batch")
+                )
+                covered = 0
+                for index, base in enumerate(bases):
+                    if base > covered:
+                        holes.append(f"{topic}[{int(partition)}] offsets {covered}-{base - 1}")
+                    following = bases[index + 1] if index + 1 < len(bases) else high
+                    if following == base + 1:
+                        covered = following  # a batch of one record: no need to read it
+                        continue
+                    key = f"{where}records/{base:020d}.batch"
+                    batch = client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+                    covered = base + int.from_bytes(batch[23:27], "big") + 1  # lastOffsetDelta
+                if high > covered:
+                    holes.append(f"{topic}[{int(partition)}] offsets {covered}-{high - 1} (its end)")
+        return holes
+
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()

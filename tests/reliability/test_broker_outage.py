@@ -28,6 +28,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -45,6 +46,7 @@ from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
 from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
+from cadenza.worker.quarantine import QUARANTINE_TOPIC
 from cadenza.worker.supervisor import WorkerSupervisor
 from tests.reliability._support import LocalS3, group
 from tests.worker.kafka_io import produce, reading
@@ -192,6 +194,17 @@ KEPT = 1500
 RATE = 100  # records per second: production runs before, during and after the outage
 
 
+class TornWriteError(Exception):
+    """The broker left a hole in a log at its stop (see :meth:`LocalS3.log_holes`)."""
+
+
+#: Outages tried before the test gives up on getting one without a torn write.
+ATTEMPTS = 3
+#: Seconds without a new result after which the logs are checked for holes.
+STALL_S = 10.0
+
+
+@pytest.mark.timeout(180 * ATTEMPTS)
 def test_with_a_broker_that_keeps_its_data_nothing_is_lost_across_an_outage(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
@@ -201,15 +214,37 @@ def test_with_a_broker_that_keeps_its_data_nothing_is_lost_across_an_outage(
     and after the outage. Every record's result must arrive; a result may repeat only for a record at
     or after the offset the group had committed when the broker went away (at-least-once: what was
     in flight is redone, nothing else).
+
+    Tansu can tear a write when it stops (its watermark stored, the record batch not): a consumer
+    that lands on that hole waits forever, on any client. An outage whose results stall with such a
+    hole in the logs is run again (at most ``ATTEMPTS`` in all); one whose results stall without a
+    hole fails.
     """
-    log_dir = tmp_path_factory.mktemp("outage-kept")
+    torn: list[str] = []
+    for attempt in range(ATTEMPTS):
+        try:
+            print(kept_data_outage(tmp_path_factory.mktemp(f"outage-kept-{attempt}")))
+            return
+        except TornWriteError as exc:
+            torn.append(str(exc))
+            logging.getLogger(__name__).warning("outage %d: %s; running it again", attempt + 1, exc)
+    pytest.fail(f"the broker tore a write at each of {ATTEMPTS} stops: {torn}")
+
+
+def kept_data_outage(log_dir: Path) -> str:
+    """One outage; returns its summary line, raises TornWriteError if its results stalled on a hole."""
     s3 = LocalS3(log_dir / "s3.log")
     broker = EmbeddedBroker(storage=s3.storage, environment=s3.environment, log_path=log_dir / "broker.log")
     restarted: EmbeddedBroker | None = None
     first: Background | None = None
     try:
         broker.start()
-        settings = KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers, session_timeout_ms=6000)
+        # Batched (50 ms): Tansu on S3 stores a record batch per object and lists a partition's objects
+        # at every fetch, so one-record batches made fetches slower as the run went on, until under
+        # load they took longer than the fetch wait and came back empty every time.
+        settings = KafkaSettings.load(
+            bootstrap_servers=broker.bootstrap_servers, session_timeout_ms=6000, linger_ms=50
+        )
         source, sink = f"kept-in-{uuid.uuid4().hex[:6]}", f"kept-out-{uuid.uuid4().hex[:6]}"
         ensure_topics(
             make_admin(settings), [TopicSpec(source, partitions=1), TopicSpec(sink, partitions=1)], 10
@@ -231,6 +266,7 @@ def test_with_a_broker_that_keeps_its_data_nothing_is_lost_across_an_outage(
                 "enable.idempotence": False,
                 "max.in.flight.requests.per.connection": 1,
                 "delivery.timeout.ms": 120_000,
+                "linger.ms": 50,
                 "request.timeout.ms": 5_000,
             },
         )
@@ -248,6 +284,8 @@ def test_with_a_broker_that_keeps_its_data_nothing_is_lost_across_an_outage(
         committed = committed_offset(settings, name, source)
         broker.stop()
         time.sleep(OUTAGE_S)
+        if first.failure is not None and (holes := s3.log_holes([source, sink, QUARANTINE_TOPIC])):
+            raise TornWriteError(f"the worker failed during the outage ({first.failure!r}); holes: {holes}")
         assert first.failure is None, f"the worker failed during the outage: {first.failure!r}"
         restarted = EmbeddedBroker(
             port=broker.port,
@@ -264,12 +302,21 @@ def test_with_a_broker_that_keeps_its_data_nothing_is_lost_across_an_outage(
         producer_errors.raise_fatal()
         with reading(settings, [source, sink]) as reader:
             deadline = time.monotonic() + 90
-            while len({int(r.value or b"-1") for r in reader.records[sink]}) < KEPT:
+            results, progressed = 0, time.monotonic()
+            while results < KEPT:
+                if time.monotonic() - progressed > STALL_S:
+                    holes = s3.log_holes([source, sink, QUARANTINE_TOPIC])
+                    if holes:
+                        raise TornWriteError(f"results stalled at {results} of {KEPT}; holes: {holes}")
+                    progressed = time.monotonic()
                 assert time.monotonic() < deadline, (
                     f"results: {len(reader.records[sink])} of {KEPT}; worker: {first.worker.counters}, "
                     f"{first.failure!r}, input records read back: {len(reader.records[source])}"
                 )
                 reader.poll(0.2)
+                now = len({int(r.value or b"-1") for r in reader.records[sink]})
+                if now > results:
+                    results, progressed = now, time.monotonic()
             reader.settle(1.0)
         caught_up = time.monotonic() - back
         assert first.error() is None, f"the supervised worker gave up: {first.failure!r}"
@@ -287,13 +334,13 @@ def test_with_a_broker_that_keeps_its_data_nothing_is_lost_across_an_outage(
     inputs = [(r.offset, int(Event.model_validate_json(r.value or b"").id)) for r in reader.records[source]]
     stored = Counter(i for _, i in inputs)
     assert sorted(stored) == list(range(KEPT)), "the broker lost input records"
-    results = Counter(int(r.value or b"-1") for r in reader.records[sink])
-    assert sorted(results) == list(range(KEPT)), "results lost"  # nothing lost
-    replayed = {i: results[i] - stored[i] for i in results if results[i] > stored[i]}
+    produced = Counter(int(r.value or b"-1") for r in reader.records[sink])
+    assert sorted(produced) == list(range(KEPT)), "results lost"  # nothing lost
+    replayed = {i: produced[i] - stored[i] for i in produced if produced[i] > stored[i]}
     first_offset = {i: offset for offset, i in reversed(inputs)}
     early = [i for i in replayed if first_offset[i] < committed]
     assert not early, f"records below the committed offset {committed} were redone: {early[:10]}"
-    print(
+    return (
         f"kept-data outage {OUTAGE_S:.0f} s: {KEPT} records, {sum(stored.values()) - KEPT} stored twice by "
         f"producer retries, {sum(replayed.values())} results repeated by the worker (all at or after the "
         f"committed offset {committed}); worker restarts: {restarts}; all results {caught_up:.1f} s after "
