@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -29,7 +27,7 @@ from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
 from tests.worker.kafka_io import Reader, produce, reading, running
-from tests.worker.test_plan_ownership_kafka import PARTITIONS, Reading, encoded, wait
+from tests.worker.test_plan_ownership_kafka import PARTITIONS, Reading, encoded, feed_during, wait
 
 pytestmark = pytest.mark.kafka
 
@@ -113,24 +111,14 @@ def test_window_counts_and_ownership_follow_the_plan_through_any_moves(
         before = [(f"k{i}", start + (i % 100) / 100.0) for i in range(KEYS)]
         during = [(f"k{i}", start + 0.5) for i in range(0, KEYS, 3)]
         produce(kafka_settings, source, encoded(before))
-        fed = threading.Event()
-
-        def feed() -> None:  # input keeps arriving while the partitions move
-            for at in range(0, len(during), 10):
-                produce(kafka_settings, source, encoded(during[at : at + 10]))
-                time.sleep(0.05)
-            fed.set()
-
-        feeder = threading.Thread(target=feed, daemon=True)
-        feeder.start()
+        fed = feed_during(kafka_settings, source, during, 10)  # input keeps arriving during the moves
         for owners, strategy in steps:
             target = {(source, p): owner for p, owner in enumerate(owners)}
             mover.migrate(target, strategy)
             for name, worker in workers.items():
                 planned = {partition for partition, owner in target.items() if owner == name}
                 wait(lambda w=worker, want=planned: w.assignment == want, 60, f"{name} to run {planned}")
-        feeder.join(60)
-        assert fed.is_set(), "the input feeder did not finish"
+        assert fed(60), "the input feeder did not finish"
         produce(kafka_settings, source, encoded([(f"k{p}", start + FLUSH_AFTER) for p in range(PARTITIONS)]))
         want = Counter(key for key, _ in [*before, *during])
         with reading(kafka_settings, [sink]) as reader:

@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 from pydantic import BaseModel
@@ -51,6 +52,29 @@ def counts(reader: Reader, topic: str) -> dict[str, list[int]]:
     return found
 
 
+def feed_during(
+    settings: KafkaSettings, topic: str, rows: list[tuple[str, float]], chunk: int
+) -> Callable[[float], bool]:
+    """Produce ``rows`` in chunks 50 ms apart from a thread (input that keeps arriving while
+    partitions move); returns a wait for the thread, true once every chunk was produced."""
+    done = threading.Event()
+
+    def feed() -> None:
+        for start in range(0, len(rows), chunk):
+            produce(settings, topic, encoded(rows[start : start + chunk]))
+            time.sleep(0.05)
+        done.set()
+
+    thread = threading.Thread(target=feed, daemon=True)
+    thread.start()
+
+    def finished(timeout: float) -> bool:
+        thread.join(timeout)
+        return done.is_set()
+
+    return finished
+
+
 def wait(condition: object, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():  # type: ignore[operator]
@@ -79,13 +103,6 @@ def test_partitions_move_warm_one_at_a_time_and_the_results_are_exact(
     # Every key stays in the open window [0, 1): each partition holds state when it moves.
     before = [(f"k{i}", (i % 1000) / 1000.0) for i in range(2000)]
     during = [(f"k{i}", 0.5) for i in range(0, 2000, 3)]
-    feeding = threading.Event()
-
-    def feed() -> None:  # input keeps arriving while the partitions move
-        for start in range(0, len(during), 50):
-            produce(kafka_settings, source, encoded(during[start : start + 50]))
-            time.sleep(0.05)
-        feeding.set()
 
     try:
         mover.place(dict.fromkeys(partitions, "w1"))
@@ -93,11 +110,9 @@ def test_partitions_move_warm_one_at_a_time_and_the_results_are_exact(
         with running(first, join_timeout=None), running(second, join_timeout=None):
             wait(lambda: first.counters.consumed >= len(before), 60, "w1 to take the first records in")
             assert first.assignment == set(partitions)
-            feeder = threading.Thread(target=feed, daemon=True)
-            feeder.start()
+            fed = feed_during(kafka_settings, source, during, 50)  # input keeps arriving meanwhile
             steps = mover.migrate(balanced(mover.owners(), ["w1", "w2"]), "fluid")
-            feeder.join(60)
-            assert feeding.is_set()
+            assert fed(60), "the input feeder did not finish"
             assert [len(moves) for moves, _ in steps] == [1, 1], "fluid: one partition per step"
             wait(lambda: len(second.assignment) == 2, 30, "w2 to run its two partitions")
             assert first.assignment | second.assignment == set(partitions)
