@@ -4,10 +4,11 @@ For each batch size B: a fresh broker, one partition, filled in steps to each ``
 records, B records per produce request (``batch.num.messages`` B, a long linger, so every request
 carries exactly B). At each step one record is produced (``acks=1``, timed to its acknowledgement)
 and then fetched from the partition's end (a consumer assigned at that record's offset, timed until
-it arrives), ``--probes`` times. The fetch waits up to 500 ms: the record is there, so a broker
-answers as soon as it has read it, while Tansu answers a fetch that it cannot read within its wait
-empty (at 1 ms, past 3,000 batches no probe arrived within 10 s; at 0 none ever does). The same records in fewer, larger batches isolate the per-batch
-cost: a broker that pays per record shows the same fetch at every B; one that pays per batch shows
+it arrives), ``--probes`` times. The fetch waits up to 500 ms: Tansu answers a fetch that it cannot
+read within its wait empty (at 1 ms, past 3,000 batches no probe arrived within 10 s; at 0 none ever
+does), and it answered these after about half the wait, so what grows above that floor is the cost.
+The same records in fewer, larger batches isolate the per-batch cost: a broker that pays per record
+shows the same fetch at every B; one that pays per batch shows
 it growing with ``held / B``. Writes ``broker-batches.json`` and ``broker-batches.png`` under ``--out``.
 
     python benchmarks/bench_broker_batches.py --out DIR [--batch 1000,20,2] [--held 20000,60000,120000]
