@@ -76,8 +76,9 @@ def test_every_client_factory_carries_the_security_settings() -> None:
     make_admin(settings)
 
 
-def test_linger_ms_reaches_every_producer_cadenza_makes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Outputs, repartition topics and changelogs share producer_config: one setting batches them all."""
+def test_linger_ms_sets_the_producer_config_linger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs, repartition topics and changelogs share producer_config: one setting batches them all
+    (a caller's own ``linger.ms`` still wins, as the span sink's does)."""
     assert producer_config(KafkaSettings.load())[0]["linger.ms"] == 5  # librdkafka's batching as before
     monkeypatch.setenv("CADENZA_LINGER_MS", "100")
     config, _ = producer_config(KafkaSettings.load())

@@ -239,9 +239,10 @@ def kept_data_outage(log_dir: Path) -> str:
     first: Background | None = None
     try:
         broker.start()
-        # Batched (50 ms): Tansu on S3 stores a record batch per object and lists a partition's objects
-        # at every fetch, so one-record batches made fetches slower as the run went on, until under
-        # load they took longer than the fetch wait and came back empty every time.
+        # Batched (50 ms, the worker's producers and the test's): Tansu on S3 stores a record batch per
+        # object and lists a partition's objects at every fetch, so one-record batches made fetches
+        # slower as the run went on, until under load they took longer than the fetch wait and came
+        # back empty every time.
         settings = KafkaSettings.load(
             bootstrap_servers=broker.bootstrap_servers, session_timeout_ms=6000, linger_ms=50
         )
@@ -266,7 +267,6 @@ def kept_data_outage(log_dir: Path) -> str:
                 "enable.idempotence": False,
                 "max.in.flight.requests.per.connection": 1,
                 "delivery.timeout.ms": 120_000,
-                "linger.ms": 50,
                 "request.timeout.ms": 5_000,
             },
         )

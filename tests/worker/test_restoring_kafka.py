@@ -157,8 +157,8 @@ def test_a_restore_inside_the_callback_settles_the_collector_between_slices(
     kafka_settings: KafkaSettings, new_topic: NewTopic
 ) -> None:
     """Without ``background`` the worker's loop does not run until the whole restore is read, so the
-    restorer itself must hand the worker each slice's end (to freeze what it restored): once per
-    slice read, and with the state read so far already loaded."""
+    restorer itself must call the worker's settle after the slices it reads (to freeze what they
+    restored), the last one after all the state is loaded."""
     changelog = new_topic(partitions=2, configs={"cleanup.policy": "compact"})
     write_state(kafka_settings, changelog, 0, 30_000)
     write_state(kafka_settings, changelog, 1, 5)
