@@ -2,13 +2,14 @@
 
 An input that delivers nothing for ``watermark_idle_timeout`` seconds stops holding its step's
 watermark back (``docs/watermarks.md``). Silence the worker caused itself says nothing about the
-input: while it runs a dead predecessor's records one at a time behind durable markers (the
-quarantine's serial replay, ``docs/reliability.md``) it reads no other partition, and at high rates
-that lasts tens of seconds. Counted as silence, it timed out inputs whose records were waiting in
-Kafka and made those records late (a full CI run saw four re-keyed windows come out short after a
-SIGKILL). The same holds while newly assigned partitions wait, paused, for their state
-(:mod:`cadenza.worker.restoring`). So this clock stands still while the worker is stalled, and the
-timeout counts only time in which the worker was reading everything it owns.
+input: while it runs a dead predecessor's records alone behind durable markers (the quarantine's
+serial replay, ``docs/reliability.md``) it reads no other partition, and at high rates that lasted
+tens of seconds (less since long ranges are replayed in chunks). Counted as silence, it timed out
+inputs whose records were waiting in Kafka and made those records late (a full CI run saw four
+re-keyed windows come out short after a SIGKILL). The same holds while newly assigned partitions
+wait, paused, for their state (:mod:`cadenza.worker.restoring`). So this clock stands still while the
+worker is stalled, and the timeout counts only time in which the worker was reading everything it
+owns.
 """
 
 from __future__ import annotations

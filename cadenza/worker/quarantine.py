@@ -22,9 +22,16 @@ It is kept in Kafka (a worker may come back on another host), in the compacted c
 - **A clean release clears it.** A revoke or stop that committed what finished writes
   ``clean=True``. A mark that is not clean when the partition is assigned again means the previous
   owner died with records in ``[committed offset, high)`` possibly handed to user code.
-- **Then one record at a time behind a marker.** The new owner runs those records alone (nothing
-  else runs meanwhile), each behind a durable marker (``running`` = its offset, produced and
-  flushed before the record runs), so a death there pins the exact record. The first record at or
+- **Then alone, in chunks behind markers.** The new owner runs those records alone (nothing else
+  runs meanwhile), behind durable markers (``running`` = an offset, ``span`` = how many records from
+  it the marker covers, produced and flushed before they run). A range of up to
+  :data:`CHUNKED_ABOVE` records is run one record per marker, so a death there pins the exact
+  record. A longer one (a lease covers about a second of the fetch rate: thousands of records under
+  load) is run in chunks of ``ceil(sqrt(range))`` records per marker: a flush per record held the
+  whole worker, every tenant, for a broker round trip per record (a CI run's successor of a worker
+  killed during a backlog got through 12,001 records in 96 s), while ``2 * sqrt(range)`` flushes
+  find the record in two deaths. A death inside a chunk names the chunk; its next owner runs that
+  chunk one record per marker (and the rest of the range in chunks again). The first record at or
   above the range ends the suspicion (the marker is cleared before it runs).
 - **Two deaths pin a poison pill.** A mark whose ``running`` record was already the marker at the
   death before (``deaths`` carries the count) makes it the second death of that record: it is
@@ -49,7 +56,8 @@ It is kept in Kafka (a worker may come back on another host), in the compacted c
 
 Without a slot, the first death of a record that ran outside the serial mode is not pinned (only its
 range is), so the rule quarantines a record at the third death at most: one that narrows the range,
-two pinned.
+two pinned; in a range longer than :data:`CHUNKED_ABOVE`, at the fourth (one more narrows the chunk).
+A chunk's death counts for none of its records: only a marker of one record carries ``deaths``.
 
 The watchdog finds the running record of the normal path without any per-record bookkeeping: it
 reads the locals ``unit``, ``started`` and ``finished`` of the worker's quantum loop (the code object
@@ -85,6 +93,7 @@ if TYPE_CHECKING:
     from cadenza.worker.runtime import Worker
 
 __all__ = [
+    "CHUNKED_ABOVE",
     "LEASE_SECONDS",
     "MIN_LEASE",
     "QUARANTINE_TOPIC",
@@ -104,6 +113,9 @@ QUARANTINE_TOPIC = "cadenza-quarantine"
 MIN_LEASE = 100
 #: Seconds of a partition's recent fetch rate a lease covers: about one extension per second.
 LEASE_SECONDS = 1.0
+#: Suspect ranges up to this many records are replayed one record per marker; longer ones in chunks
+#: of ``ceil(sqrt(range))`` records per marker (see the module docstring).
+CHUNKED_ABOVE = 128
 
 Key = tuple[str, int]
 
@@ -137,6 +149,9 @@ class Mark:
     #: ``running`` is exactly the record that was running when ``owner`` died (from its crash slot,
     #: :mod:`cadenza.worker.crash_slot`), or ``None`` exactly when none was: only that record is suspect.
     exact: bool = False
+    #: Records from ``running`` the marker covers: one of ``[running, running + span)`` may be running
+    #: (1: exactly ``running``; more: a chunk of the serial replay, whose death names no record).
+    span: int = 1
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -147,6 +162,7 @@ class Mark:
                 "deaths": self.deaths,
                 "owner": self.owner,
                 "exact": self.exact,
+                "span": self.span,
             }
         ).encode()
 
@@ -159,6 +175,7 @@ class Mark:
             data = json.loads(raw)
             high, clean, running, deaths = data["high"], data["clean"], data["running"], data["deaths"]
             exact = data.get("exact", False)  # marks written before crash slots have none
+            span = data.get("span", 1)  # nor before chunked replays
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
         if not (
@@ -167,9 +184,12 @@ class Mark:
             and (running is None or isinstance(running, int))
             and isinstance(deaths, int)
             and isinstance(exact, bool)
+            and isinstance(span, int)
+            and not isinstance(span, bool)
+            and span >= 1
         ):
             return None
-        return cls(high, clean, running, deaths, str(data.get("owner", "")), exact)
+        return cls(high, clean, running, deaths, str(data.get("owner", "")), exact, span)
 
 
 class Route(Enum):
@@ -188,9 +208,16 @@ class _Partition:
     base_time: float = 0.0
     #: Records below this offset run alone (0: none).
     suspect_below: int = 0
-    #: The record the last death was pinned on, and how many deaths in a row it has.
+    #: The record the last death was pinned on, and how many deaths in a row it has; or, with
+    #: ``pinned_span`` above 1, the first record of the chunk that was running at it (no deaths).
     pinned: int | None = None
     deaths: int = 0
+    pinned_span: int = 1
+    #: Records per marker for the rest of the range (0: not decided yet), and the chunk whose marker
+    #: is the last one written, ``[chunk_start, chunk_end)``.
+    chunk: int = 0
+    chunk_start: int = 0
+    chunk_end: int = 0
     #: A record the watchdog pinned in the normal path (marker written by the watchdog).
     hung: int | None = None
     previous_owner: str = ""
@@ -216,6 +243,8 @@ class QuarantineBook:
     owner: str
     min_lease: int = MIN_LEASE
     parts: dict[Key, _Partition] = field(default_factory=dict)
+    #: Longest suspect range replayed one record per marker (see :data:`CHUNKED_ABOVE`).
+    chunked_above: int = CHUNKED_ABOVE
     #: After a hang past the poll interval: this worker writes nothing more (it is being replaced).
     frozen: bool = False
 
@@ -246,8 +275,11 @@ class QuarantineBook:
         part.suspect_below = mark.high
         if mark.running is not None:
             part.pinned = mark.running
-            part.deaths = mark.deaths + 1
-            part.suspect_below = max(part.suspect_below, mark.running + 1)
+            if mark.span > 1:  # a chunk died: which of its records was running is not known
+                part.pinned_span = mark.span
+            else:
+                part.deaths = mark.deaths + 1
+            part.suspect_below = max(part.suspect_below, mark.running + mark.span)
         return part
 
     def route(self, key: Key, offset: int) -> tuple[Route, Mark | None]:
@@ -260,18 +292,35 @@ class QuarantineBook:
             part.suspect_below = 0
             part.pinned = None
             part.deaths = 0
+            part.pinned_span = 1
+            part.chunk = part.chunk_start = part.chunk_end = 0
             part.claim_due = False
             return Route.RUN, None if self.frozen else self._mark(part)
-        if part.pinned == offset and part.deaths >= 2:
+        pinned = part.pinned
+        if pinned == offset and part.pinned_span == 1 and part.deaths >= 2:
             return Route.QUARANTINE, None
-        if part.exact and part.pinned != offset:
+        if part.exact and pinned != offset:
             # Before the exactly pinned record: not running at the death, so no marker. Alone all the
             # same, so that it runs before the pinned record (offset order within a partition).
             return Route.ALONE, self._claim(part)
         part.lease = max(part.lease, offset + 1)
-        deaths = part.deaths if part.pinned == offset else 0
         part.claim_due = False
-        return Route.ALONE, None if self.frozen else self._mark(part, running=offset, deaths=deaths)
+        if self.frozen:
+            return Route.ALONE, None
+        if pinned is not None and pinned <= offset < pinned + part.pinned_span:
+            # The record, or a record of the chunk, running at the last death: one per marker.
+            deaths = part.deaths if part.pinned_span == 1 else 0
+            return Route.ALONE, self._mark(part, running=offset, deaths=deaths)
+        if part.chunk_start <= offset < part.chunk_end:
+            return Route.ALONE, None  # covered by its chunk's marker
+        if not part.chunk:
+            left = part.suspect_below - offset
+            part.chunk = math.isqrt(left - 1) + 1 if left > self.chunked_above else 1
+        end = min(offset + part.chunk, part.suspect_below)
+        if pinned is not None and offset < pinned:
+            end = min(end, pinned)  # the pinned record, or chunk, runs under markers of its own
+        part.chunk_start, part.chunk_end = offset, end
+        return Route.ALONE, self._mark(part, running=offset, span=end - offset)
 
     def _claim(self, part: _Partition) -> Mark | None:
         """The mark that makes a taken-over partition this worker's, if it has not written one yet.
@@ -361,10 +410,16 @@ class QuarantineBook:
         self.parts.pop(key, None)
 
     def pin(self, key: Key, offset: int) -> Mark | None:
-        """The watchdog saw ``offset`` hang in the normal path: the marker it writes."""
+        """The watchdog saw ``offset`` hang: the marker it writes."""
         part = self.parts.get(key)
-        if part is None or self.frozen or part.suspect_below:
-            return None  # not owned any more, or the serial path's marker is already durable
+        if part is None or self.frozen:
+            return None  # not owned any more
+        if part.suspect_below:
+            # In the serial mode a one-record marker is already durable; a chunk's is narrowed to the
+            # hanging record (and stays so: the next chunk's marker replaces it).
+            if part.chunk_end - part.chunk_start > 1 and part.chunk_start <= offset < part.chunk_end:
+                return self._mark(part, running=offset)
+            return None
         part.hung = offset
         return self._mark(part)
 
@@ -596,7 +651,19 @@ class QuarantineGuard:
                 part = self.book.assigned(key, mark, time.monotonic())
                 if not part.suspect_below:
                     continue
-                if part.pinned is not None:
+                if part.pinned is not None and part.pinned_span > 1:
+                    _log.error(
+                        "%s[%d]: its previous owner (%s) died or was declared lost while one of offsets "
+                        "%d-%d was running; those run one record per marker, the rest of the records "
+                        "below offset %d alone, in chunks behind markers",
+                        tp.topic,
+                        tp.partition,
+                        part.previous_owner or "?",
+                        part.pinned,
+                        part.pinned + part.pinned_span - 1,
+                        part.suspect_below,
+                    )
+                elif part.pinned is not None:
                     _log.error(
                         "%s[%d]: its previous owner (%s) died or was declared lost while offset %d was "
                         "running (death %d of that record in a row); %s%s",
@@ -607,16 +674,18 @@ class QuarantineGuard:
                         part.deaths,
                         "that record runs alone behind a marker"
                         if part.exact
-                        else f"records below offset {part.suspect_below} run one at a time behind a marker",
+                        else f"records below offset {part.suspect_below} run alone behind markers",
                         "; that record is quarantined" if part.deaths >= 2 else "",
                     )
                 else:
                     unclean.append(f"{tp.topic}[{tp.partition}] below offset {part.suspect_below}")
         if unclean:  # one line per assignment: a crash under load leaves many partitions unclean
             _log.warning(
-                "partitions not released cleanly by their previous owner: %s; those records run one at a "
-                "time behind a marker, so that a record that kills the worker is pinned",
+                "partitions not released cleanly by their previous owner: %s; those records run alone "
+                "behind markers (one record per marker up to %d, in chunks beyond), so that a record that "
+                "kills the worker is pinned",
                 ", ".join(unclean),
+                self.book.chunked_above,
             )
 
     def released(self, partitions: list[TopicPartition]) -> None:
@@ -750,16 +819,15 @@ class QuarantineGuard:
 
         def loop() -> None:
             while not self._stop.wait(interval):
-                alone = self._alone
-                running = alone or running_unit(sys._current_frames().get(thread_id), code)
+                running = self._alone or running_unit(sys._current_frames().get(thread_id), code)
                 for event in tracker.observe(time.perf_counter(), running):
-                    self._on_hang(event, tracker, alone is not None, on_dead)
+                    self._on_hang(event, tracker, on_dead)
 
         self._thread = threading.Thread(target=loop, name="cadenza-hang-watchdog", daemon=True)
         self._thread.start()
 
     def _on_hang(
-        self, event: HangEvent, tracker: HangTracker, alone: bool, on_dead: Callable[[HungRecordError], None]
+        self, event: HangEvent, tracker: HangTracker, on_dead: Callable[[HungRecordError], None]
     ) -> None:
         current = tracker.current
         if current is None:
@@ -768,7 +836,7 @@ class QuarantineGuard:
         where = f"{key[0]}[{key[1]}]@{offset}"
         if event is HangEvent.PIN:
             with self._lock:
-                mark = None if alone else self.book.pin(key, offset)
+                mark = self.book.pin(key, offset)
             try:
                 self._write([(key, mark)] if mark is not None else [])
             except KafkaClientError as exc:

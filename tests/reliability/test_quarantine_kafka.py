@@ -7,12 +7,14 @@ The worker is a ``cadenza worker`` process restarted by the test after each deat
 restart policy would; ``os._exit(137)`` stands in for an OOM kill or a segfault. Each test has its
 own crash directory (``--crash-dir``): restarted on the same host, a worker reads the crash slot its
 dead predecessor left there and pins the record exactly, so a poison pill dies twice; without it (a
-fresh directory per restart, as on another host) the Kafka marks alone decide, three deaths at most.
+fresh directory per restart, as on another host) the Kafka marks alone decide, three deaths at most,
+four when the range a death leaves is long enough to be replayed in chunks.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -185,9 +187,70 @@ def test_a_record_that_kills_its_worker_is_quarantined_and_the_pipeline_goes_on(
     assert "is quarantined" in log
     if slot:
         assert log.count(f"{source}[0]@{POISON} was running (its crash slot says so") == 2, log[-4000:]
-        assert "run one at a time behind a marker" not in log  # no serial replay of the range
+        assert "run alone behind markers" not in log  # no serial replay of the range
     else:
-        assert "crash slot says" not in log and "run one at a time behind a marker" in log
+        assert "crash slot says" not in log and "run alone behind markers" in log
+
+
+LONG = 3000
+EARLY_POISON = 5
+
+
+@pytest.mark.timeout(180)
+def test_without_a_slot_a_poison_record_in_a_long_range_is_found_through_a_chunk_in_four_deaths(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    """3,000 records fetched before the fifth kills the worker: the lease covers thousands of them, so
+    the serial replay runs in chunks (one marker per ``ceil(sqrt(range))`` records, not one per
+    record). Deaths: the first narrows the culprit to the range, the second to its chunk, the third
+    and fourth are pinned on the record, then it is quarantined; every other record runs once the
+    replay ends."""
+    settings = quick(kafka_settings)
+    source, sink, dlq = new_topic(partitions=1), new_topic(partitions=1), new_topic(partitions=1)
+    module = tmp_path / "poison.py"
+    module.write_text(
+        MODULE.format(
+            poison=EARLY_POISON, action=CRASH, suffix=tmp_path.name[-8:], source=source, sink=sink, dlq=dlq
+        )
+    )
+    everything_else = set(range(LONG)) - {EARLY_POISON}
+    with reading(settings, [sink, dlq]) as reader:
+        produce_with_headers(
+            settings, source, [(None, json.dumps({"n": n}).encode(), 0, []) for n in range(LONG)]
+        )
+        worker, codes = _run_with_restarts(
+            module,
+            settings,
+            group(),
+            tmp_path / "worker.log",
+            reader,
+            done=lambda got: (
+                len(got[dlq]) >= 1 and everything_else <= {json.loads(r.value or b"")["n"] for r in got[sink]}
+            ),
+            timeout=160,
+            crash_dir=lambda n: tmp_path / f"crash-{n}",
+        )
+        try:
+            worker.alive()
+            reader.settle(1.0)
+        finally:
+            code = worker.terminate()
+    log = " ".join(worker.text().split())
+    assert code == 0, log[-3000:]
+    assert codes == [137] * 4, codes
+    # The second death named a chunk that starts at the committed offset and holds the poison record.
+    [chunk] = re.findall(
+        rf"{re.escape(source)}\[0\]: its previous owner \(\S+\) died or was declared "
+        r"lost while one of offsets (\d+)-(\d+) was running",
+        log,
+    )
+    first, last = int(chunk[0]), int(chunk[1])
+    assert first <= EARLY_POISON < last and last - first + 1 > 1, chunk
+    assert f"while offset {EARLY_POISON} was running (death 1 of that record" in log, log[-4000:]
+    assert f"while offset {EARLY_POISON} was running (death 2 of that record" in log, log[-4000:]
+    [letter] = reader.records[dlq]
+    assert int(letter.header(SOURCE_OFFSET_HEADER)) == EARLY_POISON
+    assert set(_results(reader, sink)) == everything_else
 
 
 @pytest.mark.timeout(150)
@@ -251,7 +314,7 @@ def test_clean_stops_and_a_record_that_dies_then_passes_quarantine_nothing(
             produce_with_headers(settings, source, first[5 * round_ : 5 * round_ + 5])
             reader.wait_for(_at_least(sink, 5 * round_ + 5), timeout=45, what="clean round")
             assert worker.terminate() == 0
-        assert "behind a marker" not in worker.text()
+        assert "behind marker" not in worker.text() and "behind a marker" not in worker.text()
         produce_with_headers(settings, source, _records())
         worker, codes = _run_with_restarts(
             module,

@@ -15,7 +15,7 @@ Input streams in while the workers run and die. Two pipelines read it:
 
 A record running at two deaths in a row is a poison pill to the worker (issue 15): it is
 quarantined, dead-lettered instead of run a third time. Random kills can land on the same record
-twice (the second worker replays the first one's records one at a time, so a kill during that
+twice (the second worker replays the first one's records alone behind markers, so a kill during that
 replay often hits the record the first kill hit): such a record is accounted for by its dead letter
 (never by silence), and the windows are checked against the input without it.
 """

@@ -9,6 +9,7 @@ cleanly; the model says which record must be quarantined and when.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -23,6 +24,7 @@ from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
 from cadenza.worker.crash_slot import SlotState
 from cadenza.worker.quarantine import (
+    CHUNKED_ABOVE,
     LEASE_SECONDS,
     HangEvent,
     HangTracker,
@@ -39,6 +41,13 @@ KEY = ("in", 0)
 def test_a_mark_round_trips_and_garbage_is_no_mark() -> None:
     mark = Mark(120, False, 7, 1, "w1")
     assert Mark.decode(mark.encode()) == mark
+    chunk = Mark(120, False, 7, 0, "w1", span=10)
+    assert Mark.decode(chunk.encode()) == chunk
+    for span in (0, "2", True):
+        assert (
+            Mark.decode(chunk.encode().replace(b'"span": 10', json.dumps({"span": span})[1:-1].encode()))
+            is None
+        )
     assert Mark.decode(None) is None
     assert Mark.decode(b"{") is None
     assert Mark.decode(b'{"high": "1", "clean": false, "running": null, "deaths": 0}') is None
@@ -70,6 +79,59 @@ def test_an_unpinned_death_runs_its_range_alone_then_normally() -> None:
     route, mark = book.route(KEY, 15)  # past the range: the marker is cleared before it runs
     assert route is Route.RUN and mark == Mark(15, False, None, 0, "w2")
     assert not book.suspect
+
+
+def _replay(book: QuarantineBook, start: int, end: int) -> list[Mark]:
+    """Route ``[start, end)`` through ``book``: every record alone, the markers written before them."""
+    marks: list[Mark] = []
+    for offset in range(start, end):
+        route, mark = book.route(KEY, offset)
+        assert route is Route.ALONE
+        if mark is not None:
+            marks.append(mark)
+    return marks
+
+
+def test_a_long_range_is_replayed_in_chunks_of_its_square_root_and_a_chunk_death_narrows_to_it() -> None:
+    book = QuarantineBook("w2")
+    book.assigned(KEY, Mark(10_000, False, None, 0, "w1"))
+    marks = _replay(book, 0, 10_000)
+    # 100 flushes instead of 10,000: one marker per chunk of 100, naming its first record.
+    assert marks == [Mark(10_000, False, start, 0, "w2", span=100) for start in range(0, 10_000, 100)]
+    assert book.route(KEY, 10_000) == (Route.RUN, Mark(10_000, False, None, 0, "w2"))
+    # Its owner died in the chunk 300-399: the next one runs that chunk one record per marker (no
+    # deaths carried: which record ran is not known) and the rest in chunks, cut at the pinned chunk.
+    book = QuarantineBook("w3")
+    book.assigned(KEY, Mark(10_000, False, 300, 0, "w2", span=100))
+    marks = _replay(book, 0, 10_000)
+    assert [(m.running, m.span, m.deaths) for m in marks] == [
+        *((start, 100, 0) for start in (0, 100, 200)),
+        *((offset, 1, 0) for offset in range(300, 400)),
+        *((start, 100, 0) for start in range(400, 10_000, 100)),
+    ]
+    # It died at 342: that record carries one death; the rest of the range is chunked as before.
+    book = QuarantineBook("w4")
+    book.assigned(KEY, Mark(10_000, False, 342, 0, "w3"))
+    marks = _replay(book, 0, 343)
+    assert [(m.running, m.span, m.deaths) for m in marks] == [
+        *((start, 100, 0) for start in (0, 100, 200)),
+        (300, 42, 0),
+        (342, 1, 1),
+    ]
+
+
+def test_a_short_range_is_replayed_one_record_per_marker_and_a_hang_in_a_chunk_is_narrowed() -> None:
+    book = QuarantineBook("w2")
+    book.assigned(KEY, Mark(CHUNKED_ABOVE, False, None, 0, "w1"))
+    marks = _replay(book, 0, CHUNKED_ABOVE)
+    assert [(m.running, m.span) for m in marks] == [(offset, 1) for offset in range(CHUNKED_ABOVE)]
+    assert book.pin(KEY, CHUNKED_ABOVE - 1) is None  # its one-record marker is durable already
+    # In a chunk, the watchdog's marker names the hanging record alone.
+    book = QuarantineBook("w2", chunked_above=4)
+    book.assigned(KEY, Mark(25, False, None, 0, "w1"))
+    assert _replay(book, 0, 7) == [Mark(25, False, 0, 0, "w2", span=5), Mark(25, False, 5, 0, "w2", span=5)]
+    assert book.pin(KEY, 6) == Mark(25, False, 6, 0, "w2")
+    assert book.unpin(KEY, 6) is None  # the next chunk's marker replaces it
 
 
 def test_two_pinned_deaths_quarantine_and_one_death_then_a_pass_does_not() -> None:
@@ -163,31 +225,39 @@ def test_the_watchdog_reads_the_running_record_from_the_quantum_loop_frame() -> 
 # -- the rule against a brute force -------------------------------------------------------------------
 
 
-def _simulate(records: int, poison: set[int], max_lives: int) -> tuple[list[int], int, list[int]]:
+def _simulate(
+    records: int, poison: set[int], max_lives: int, chunked_above: int
+) -> tuple[list[int], list[int], list[int]]:
     """Owners one after another; each runs from the committed offset through the book, dying on a
     poison record (records after the range run normally; a death there is unpinned), with no crash
-    slot ever found (see :func:`_simulate_with_slots`). Returns the quarantined offsets, the deaths and
-    the offsets that ran to completion, in order."""
-    quarantined, deaths, done = _simulate_with_slots(
-        records, poison, set(), [False] * max_lives, max_lives=max_lives
+    slot ever found (see :func:`_simulate_with_slots`). Returns the quarantined offsets, the offset
+    running at each death and the offsets that ran to completion, in order. (The simulated clock
+    makes every lease about 1,000 records: ranges are chunked unless ``chunked_above`` is larger.)"""
+    return _simulate_with_slots(
+        records, poison, set(), [False] * max_lives, max_lives=max_lives, chunked_above=chunked_above
     )
-    return quarantined, len(deaths), done
 
 
 @given(
     records=st.integers(min_value=1, max_value=30),
     poison=st.sets(st.integers(min_value=0, max_value=29), max_size=4),
+    chunked=st.booleans(),
 )
 @settings(max_examples=200, deadline=None)
-def test_every_poison_record_is_quarantined_after_at_most_three_deaths_and_nothing_else(
-    records: int, poison: set[int]
+def test_every_poison_record_is_quarantined_after_three_deaths_at_most_four_in_a_chunked_range(
+    records: int, poison: set[int], chunked: bool
 ) -> None:
     poison = {p for p in poison if p < records}
-    quarantined, deaths, done = _simulate(records, poison, max_lives=3 * len(poison) + 2)
-    # Brute force: exactly the poison records are quarantined, each after at most 3 deaths, and
-    # every other record runs (the pipeline goes on).
+    most = 4 if chunked else 3
+    quarantined, deaths, done = _simulate(
+        records, poison, max_lives=most * len(poison) + 2, chunked_above=CHUNKED_ABOVE if chunked else 10**9
+    )
+    # Brute force: exactly the poison records are quarantined, each after at most 3 deaths (4 when
+    # its range was replayed in chunks), and every other record runs (the pipeline goes on).
     assert sorted(quarantined) == sorted(poison)
-    assert deaths <= 3 * len(poison)
+    for offset in poison:
+        assert deaths.count(offset) <= most
+    assert len(deaths) == sum(deaths.count(offset) for offset in poison)  # nobody else died
     assert sorted(set(done)) == sorted(set(range(records)) - poison)
 
 
@@ -298,6 +368,7 @@ def _simulate_with_slots(
     *,
     max_lives: int,
     ack_delay: int = 0,
+    chunked_above: int = CHUNKED_ABOVE,
 ) -> tuple[list[int], list[int], list[int]]:
     """As :func:`_simulate`, with one-off kills (a random SIGKILL landing while that record runs) and,
     per death, whether the dead worker's crash slot is found by the next start (``slot_kept``; beyond
@@ -313,7 +384,7 @@ def _simulate_with_slots(
     killed: set[int] = set()
     for life in range(max_lives):
         owner = f"w{life}"
-        book = QuarantineBook(owner, min_lease=3)
+        book = QuarantineBook(owner, min_lease=3, chunked_above=chunked_above)
         book.assigned(KEY, mark, now=float(life * 100))
         log: list[Mark] = []  # this owner's marks in the order written; the first ``durable`` are
         durable = 0
@@ -392,19 +463,27 @@ def test_with_crash_slots_a_poison_record_dies_exactly_twice_and_a_one_off_kill_
     kills=st.sets(st.integers(min_value=0, max_value=29), max_size=3),
     slot_kept=st.lists(st.booleans(), max_size=20),
     ack_delay=st.integers(min_value=0, max_value=4),
+    chunked=st.booleans(),
 )
 @settings(max_examples=200, deadline=None)
-def test_without_some_crash_slots_a_poison_record_dies_three_times_at_most_and_nothing_else_is_lost(
-    records: int, poison: set[int], kills: set[int], slot_kept: list[bool], ack_delay: int
+def test_without_some_crash_slots_a_poison_record_dies_three_times_at_most_four_if_chunked(
+    *, records: int, poison: set[int], kills: set[int], slot_kept: list[bool], ack_delay: int, chunked: bool
 ) -> None:
     poison = {p for p in poison if p < records}
     kills = {k for k in kills if k < records} - poison
+    most = 4 if chunked else 3
     quarantined, deaths, done = _simulate_with_slots(
-        records, poison, kills, slot_kept, max_lives=3 * len(poison) + len(kills) + 2, ack_delay=ack_delay
+        records,
+        poison,
+        kills,
+        slot_kept,
+        max_lives=most * len(poison) + len(kills) + 2,
+        ack_delay=ack_delay,
+        chunked_above=CHUNKED_ABOVE if chunked else 10**9,
     )
     assert sorted(quarantined) == sorted(poison)
     for offset in poison:
-        assert deaths.count(offset) <= 3
+        assert deaths.count(offset) <= most
     assert sorted(set(done)) == sorted(set(range(records)) - poison)
 
 
