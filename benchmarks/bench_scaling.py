@@ -112,6 +112,13 @@ class ScalingConfig:
     """The workers' ``CADENZA_FETCH_WAIT_MS``: the embedded broker's CPU grows with its fetch requests
     times the records it holds, so a long run needs fewer empty fetches than the worker's default
     (20 ms); the LS tenant pays for it in latency (its p99 about 250 ms instead of 130 ms)."""
+    bulk_linger_ms: int = 500
+    """``linger.ms`` of the bulk input's producer. The embedded broker pays per record batch
+    (RESULTS.md, "The embedded broker pays per record batch") and batches are per partition: at 5 ms
+    the bulk input (17.5 records/s per partition at 210/s) arrived one record to a batch, and the
+    batches the broker held made every fetch slower as a run went on. The bulk tenant's target is 5 s."""
+    worker_linger_ms: int = 5
+    """The workers' ``CADENZA_LINGER_MS`` (their outputs: the bulk sink and LS's)."""
 
 
 def quick_config() -> ScalingConfig:
@@ -298,6 +305,7 @@ def run_one(
             "CADENZA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
             "CADENZA_RATE_WINDOW_S": str(config.interval_s),
             "CADENZA_FETCH_WAIT_MS": str(config.fetch_wait_ms),
+            "CADENZA_LINGER_MS": str(config.worker_linger_ms),
         },
         ownership_plan=config.migration != "group",
     )
@@ -315,7 +323,7 @@ def run_one(
     stop = threading.Event()
 
     def load() -> None:
-        producer, _ = make_producer(settings)
+        producer, _ = make_producer(settings, **{"linger.ms": config.bulk_linger_ms})
         sent, total = 0, 0.0
         last = time.monotonic()
         while not stop.is_set():
@@ -635,8 +643,27 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=None,
         help="how the pool moves partitions (default fluid: plan ownership, each topic spread evenly)",
     )
+    parser.add_argument(
+        "--bulk-linger-ms", type=int, default=None, help="the bulk input producer's linger.ms (default 500)"
+    )
+    parser.add_argument(
+        "--worker-linger-ms", type=int, default=None, help="the workers' CADENZA_LINGER_MS (default 5)"
+    )
+    parser.add_argument(
+        "--autoscalers", default=None, help="which autoscalers to run, e.g. 'ds2' (default ds2,threshold)"
+    )
     args = parser.parse_args(argv)
     config = quick_config() if args.quick else ScalingConfig()
+    if args.bulk_linger_ms is not None:
+        config = replace(config, bulk_linger_ms=args.bulk_linger_ms)
+    if args.worker_linger_ms is not None:
+        config = replace(config, worker_linger_ms=args.worker_linger_ms)
+    if args.autoscalers is not None:
+        names = tuple(name.strip() for name in args.autoscalers.split(",") if name.strip())
+        unknown = sorted(set(names) - {"ds2", "threshold"})
+        if unknown or not names:
+            parser.error(f"--autoscalers: expected ds2 and/or threshold, got {args.autoscalers!r}")
+        config = replace(config, autoscalers=names)
     if args.fetch_wait_ms is not None:
         config = replace(config, fetch_wait_ms=args.fetch_wait_ms)
     if args.sleep_ms is not None:
