@@ -125,6 +125,19 @@ def _run_with_restarts(
         )
 
 
+def _stop(worker: WorkerProcess, reader: Reader) -> str:
+    """Let the last results arrive and stop the worker with SIGTERM, which it must obey with exit code
+    0; return its log on one line."""
+    try:
+        worker.alive()
+        reader.settle(1.0)
+    finally:
+        code = worker.terminate()
+    log = " ".join(worker.text().split())
+    assert code == 0, log[-3000:]
+    return log
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("slot", [True, False], ids=["crash-slot", "no-slot"])
 def test_a_record_that_kills_its_worker_is_quarantined_and_the_pipeline_goes_on(
@@ -230,15 +243,9 @@ def test_without_a_slot_a_poison_record_in_a_long_range_is_found_through_a_chunk
             timeout=160,
             crash_dir=lambda n: tmp_path / f"crash-{n}",
         )
-        try:
-            worker.alive()
-            reader.settle(1.0)
-        finally:
-            code = worker.terminate()
-    log = " ".join(worker.text().split())
-    assert code == 0, log[-3000:]
+        log = _stop(worker, reader)
     assert codes == [137] * 4, codes
-    # The second death named a chunk that starts at the committed offset and holds the poison record.
+    # The second death named a chunk that holds the poison record.
     [chunk] = re.findall(
         rf"{re.escape(source)}\[0\]: its previous owner \(\S+\) died or was declared "
         r"lost while one of offsets (\d+)-(\d+) was running",
@@ -277,13 +284,7 @@ def test_a_record_that_hangs_past_the_poll_interval_is_quarantined(
             timeout=130,
             crash_dir=lambda n: tmp_path / "crash",
         )
-        try:
-            worker.alive()
-            reader.settle(1.0)
-        finally:
-            code = worker.terminate()
-    log = " ".join(worker.text().split())
-    assert code == 0, log[-3000:]
+        log = _stop(worker, reader)
     assert codes == [], codes  # the process never died: the worker restarted in place
     assert log.count("a user function has run for more than 1.5 s") >= 2, log[-4000:]
     assert log.count("ran past max.poll.interval.ms") >= 2, log[-4000:]
