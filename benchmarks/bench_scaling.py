@@ -56,6 +56,8 @@ LS_PARTITIONS = 1
 LS as bulk partitions one worker could end up with every bulk partition (seen after a scale-in);
 with one LS partition a worker holds at most one bulk partition more than an even share."""
 LS_TARGET_MS = 250.0
+AUTOSCALERS = ("ds2", "threshold")
+"""The controllers a run can compare (``--autoscalers``)."""
 MODULE = """
 import time
 from pydantic import BaseModel
@@ -102,7 +104,7 @@ class ScalingConfig:
     scale_down_windows: int = 3
     utilisation_target: float = 0.8
     max_workers: int = 8
-    autoscalers: tuple[str, ...] = ("ds2", "threshold")
+    autoscalers: tuple[str, ...] = AUTOSCALERS
     migration: str = "fluid"
     """The pool's ``--migration``: ``fluid`` (plan ownership: each topic's partitions spread evenly
     over the workers, moved warm one at a time) or ``group`` (the consumer group's cooperative-sticky
@@ -620,6 +622,15 @@ def _two_rates(text: str) -> tuple[float, float]:
     return steady, step
 
 
+def _autoscalers(text: str) -> tuple[str, ...]:
+    """``--autoscalers ds2,threshold``: a non-empty subset of :data:`AUTOSCALERS`, or argparse's
+    usage error."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names or set(names) - set(AUTOSCALERS):
+        raise argparse.ArgumentTypeError(f"expected ds2 and/or threshold, got {text!r}")
+    return names
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -653,7 +664,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--worker-linger-ms", type=int, default=None, help="the workers' CADENZA_LINGER_MS (default 5)"
     )
     parser.add_argument(
-        "--autoscalers", default=None, help="which autoscalers to run, e.g. 'ds2' (default ds2,threshold)"
+        "--autoscalers",
+        type=_autoscalers,
+        default=None,
+        help="which autoscalers to run, e.g. 'ds2' (default ds2,threshold)",
     )
     args = parser.parse_args(argv)
     config = quick_config() if args.quick else ScalingConfig()
@@ -662,11 +676,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.worker_linger_ms is not None:
         config = replace(config, worker_linger_ms=args.worker_linger_ms)
     if args.autoscalers is not None:
-        names = tuple(name.strip() for name in args.autoscalers.split(",") if name.strip())
-        unknown = sorted(set(names) - {"ds2", "threshold"})
-        if unknown or not names:
-            parser.error(f"--autoscalers: expected ds2 and/or threshold, got {args.autoscalers!r}")
-        config = replace(config, autoscalers=names)
+        config = replace(config, autoscalers=args.autoscalers)
     if args.fetch_wait_ms is not None:
         config = replace(config, fetch_wait_ms=args.fetch_wait_ms)
     if args.sleep_ms is not None:
