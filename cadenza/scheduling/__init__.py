@@ -17,6 +17,7 @@ from cadenza.scheduling.context import (
     encode_context,
     new_trace_id,
     retrace,
+    start_deadline,
 )
 from cadenza.scheduling.costs import DEFAULT_OPERATOR_COST, CostModel
 from cadenza.scheduling.policies import CameoPolicy, EdfPolicy, FairPolicy, FifoPolicy, SjfPolicy
@@ -69,4 +70,5 @@ __all__ = [
     "load_policy_class",
     "new_trace_id",
     "retrace",
+    "start_deadline",
 ]

@@ -33,6 +33,7 @@ __all__ = [
     "pack_trace_id",
     "retrace",
     "retrace_parts",
+    "start_deadline",
     "trace_id_bits",
 ]
 
@@ -97,6 +98,13 @@ class SchedulingContext:
     """Operators (and topics) the record's lineage has passed since its source."""
     trace_id: int
     """Unsigned 64-bit id shared by every record descending from one source record."""
+
+
+def start_deadline(ctx: SchedulingContext) -> float:
+    """Cameo's start deadline ``t_F + L - C_path``: the latest moment the record can start and still
+    let its result meet the target. Defined once: the cameo policy orders by it and the worker paces
+    other work (a warm copy's reading) by the earliest one queued; the two must never disagree."""
+    return ctx.frontier_time + ctx.latency_target - ctx.path_cost
 
 
 # A private generator seeded from the OS: tracing needs uniqueness, not secrecy, and getrandbits on

@@ -52,7 +52,7 @@ from typing import Generic, TypeVar
 
 from cadenza.errors import ConfigError
 from cadenza.scheduling.clock import Clock, SystemClock
-from cadenza.scheduling.context import SchedulingContext
+from cadenza.scheduling.context import SchedulingContext, start_deadline
 from cadenza.scheduling.policy import Priority, SchedulingPolicy
 
 __all__ = ["Quantum", "Scheduler", "drain"]
@@ -305,8 +305,7 @@ class Scheduler(Generic[K, T]):
         earliest: float | None = None
         for part in self._parts.values():
             if part.runs:
-                ctx = part.runs[0].ctx
-                deadline = ctx.frontier_time + ctx.latency_target - ctx.path_cost
+                deadline = start_deadline(part.runs[0].ctx)
                 if earliest is None or deadline < earliest:
                     earliest = deadline
         return earliest

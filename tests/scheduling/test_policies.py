@@ -21,6 +21,7 @@ from cadenza.scheduling import (
     SchedulingPolicy,
     SjfPolicy,
     SourceRecordInfo,
+    start_deadline,
 )
 from tests.scheduling.sim import Arrival, burst, order, simulate, source
 
@@ -325,3 +326,14 @@ def test_cameo_priority_only_worsens_as_time_passes() -> None:
     ctx = SchedulingContext("p", "t", 1.0, 0.5, 0.0, 0.0, 0, 1)
     assert [policy.priority(ctx, now) for now in (0.0, 1.5, 1.75, 2.5)] == [1.5, 1.5, 2.25, 3.0]
     assert CameoPolicy.time_dependent and CameoPolicy.monotone_priority
+
+
+@pytest.mark.parametrize("postpone_tardy", [True, False])
+def test_cameo_orders_an_on_time_record_by_the_one_start_deadline(postpone_tardy: bool) -> None:
+    # The worker paces warm copies by start_deadline; cameo must order by the very same value.
+    policy = CameoPolicy(CostModel(default_cost=0.0), postpone_tardy=postpone_tardy)
+    ctx = SchedulingContext("p", "t", 100.0, 0.25, 0.0, 0.0625, 0, 1)
+    assert start_deadline(ctx) == 100.1875
+    assert policy.priority(ctx, 100.0) == start_deadline(ctx)
+    assert policy.deadline_parts(ctx) == (start_deadline(ctx), 0.25)
+    assert policy.priority(ctx, 101.0) == (101.25 if postpone_tardy else start_deadline(ctx))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from cadenza.scheduling.context import SchedulingContext
+from cadenza.scheduling.context import SchedulingContext, start_deadline
 from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policy import BasePolicy, OperatorInfo, SourceRecordInfo, frontier_with_window
 
@@ -56,7 +56,7 @@ class CameoPolicy(BasePolicy):
         return ctx_in.frontier_time
 
     def _stamp(self, ctx: SchedulingContext) -> float:
-        return ctx.frontier_time + ctx.latency_target - ctx.path_cost
+        return start_deadline(ctx)
 
     @property
     def postpones_tardy(self) -> bool:
@@ -68,12 +68,12 @@ class CameoPolicy(BasePolicy):
 
     def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float]:
         """``(d, p)``: the priority is the start deadline ``d`` until ``now`` passes it, then ``now + p``."""
-        return ctx.frontier_time + ctx.latency_target - ctx.path_cost, ctx.latency_target
+        return start_deadline(ctx), ctx.latency_target
 
     def priority(self, ctx: SchedulingContext, now: float) -> float:
-        start_deadline = ctx.frontier_time + ctx.latency_target - ctx.path_cost
-        if now <= start_deadline or not self.postpone_tardy:
-            return start_deadline
+        deadline = start_deadline(ctx)
+        if now <= deadline or not self.postpone_tardy:
+            return deadline
         return now + ctx.latency_target
 
     def __repr__(self) -> str:
