@@ -173,6 +173,12 @@ class Fetcher:
         """The consumer that reads ``topic``: the one its partitions are paused and committed through."""
         return self._owner.get(topic, self.consumers[-1])
 
+    def end_offset(self, topic: str, partition: int) -> int | None:
+        """The partition's high watermark as of the consumer's last fetch response (cached: no broker
+        round trip), or ``None`` before one."""
+        marks = self.owner(topic).get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+        return marks[1] if marks is not None and marks[1] >= 0 else None
+
     def fetch(self, buffered: int, pressure: bool, *, block: bool = True) -> list[Message]:
         """As many records as there is room for; waits up to ``poll_timeout`` only on an empty buffer
         (and not at all without ``block``: the worker has other work, such as a restore).

@@ -33,6 +33,12 @@ It is kept in Kafka (a worker may come back on another host), in the compacted c
   find the record in two deaths. A death inside a chunk names the chunk; its next owner runs that
   chunk one record per marker (and the rest of the range in chunks again). The first record at or
   above the range ends the suspicion (the marker is cleared before it runs).
+- **The range ends where the partition ended.** A lease may promise records that did not exist yet
+  (a second of a fast fetch rate, over a partition that then went quiet). No record at or above the
+  partition's end offset, read by the new owner after it was assigned the partition, existed when
+  the previous owner died, so none of them can have killed it: the range is cut there
+  (:meth:`QuarantineBook.bound`), before its chunks are sized. Records produced after the death run
+  as usual.
 - **Two deaths pin a poison pill.** A mark whose ``running`` record was already the marker at the
   death before (``deaths`` carries the count) makes it the second death of that record: it is
   dead-lettered (``quarantined``, value, key and headers kept, the reason naming the deaths) and
@@ -230,6 +236,8 @@ class _Partition:
     renewal: int = 0
     #: The fetch position past which the lease is renewed early (half of it fetched).
     renew_at: int = 0
+    #: The suspect range was cut at the partition's end offset (:meth:`QuarantineBook.bound`).
+    bounded: bool = False
 
 
 @dataclass
@@ -281,6 +289,25 @@ class QuarantineBook:
                 part.deaths = mark.deaths + 1
             part.suspect_below = max(part.suspect_below, mark.running + mark.span)
         return part
+
+    def bound(self, key: Key, end: int) -> int | None:
+        """Cut ``key``'s suspect range at ``end``, the partition's end offset (high watermark) read
+        after this worker was assigned it; returns the range's old end if it was cut.
+
+        A dead owner could only have run records it fetched, all below the end offset at its death,
+        which is at most ``end``: records at or above it were produced since. Call it before the
+        partition's records are routed, so that chunks are sized for the records that exist.
+        """
+        part = self.parts.get(key)
+        if part is None or not part.suspect_below:
+            return None
+        part.bounded = True
+        if end >= part.suspect_below:
+            return None
+        old = part.suspect_below
+        # The pinned record existed (it was running): never cut above it, whatever ``end`` says.
+        part.suspect_below = max(end, 0 if part.pinned is None else part.pinned + 1)
+        return old if part.suspect_below < old else None
 
     def route(self, key: Key, offset: int) -> tuple[Route, Mark | None]:
         """How to run fetched record ``offset`` of ``key``, and the mark to write before it runs."""
@@ -732,15 +759,25 @@ class QuarantineGuard:
 
         return delivered
 
-    def admit(self, worker: Worker, messages: list[Message]) -> None:
-        """Admit a batch while some partition is suspect: its records in range run alone, in order."""
+    def admit(
+        self, worker: Worker, messages: list[Message], end_offset: Callable[[str, int], int | None]
+    ) -> None:
+        """Admit a batch while some partition is suspect: its records in range run alone, in order.
+
+        ``end_offset(topic, partition)``: the partition's high watermark as of the last fetch (no
+        broker round trip), or ``None`` if not known; it cuts a suspect range (:meth:`QuarantineBook.bound`).
+        """
         normal: list[Message] = []
+        bounded: set[Key] = set()
         for message in messages:
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             if message.error() is not None or topic is None or partition is None or offset is None:
                 normal.append(message)
                 continue
             key = (topic, partition)
+            if key not in bounded:
+                bounded.add(key)
+                self._bound(key, offset, end_offset)
             with self._lock:
                 route, mark = self.book.route(key, offset)
             if mark is not None:
@@ -759,6 +796,30 @@ class QuarantineGuard:
                 raise self.failure
         if normal:
             worker.admit(normal)
+
+    def _bound(self, key: Key, offset: int, end_offset: Callable[[str, int], int | None]) -> None:
+        """Cut ``key``'s suspect range at the partition's end offset, once, at its first batch (at
+        least past ``offset``, a record fetched, should the watermark lag it)."""
+        with self._lock:
+            part = self.book.parts.get(key)
+            if part is None or not part.suspect_below or part.bounded:
+                return
+        end = end_offset(*key)
+        if end is None:
+            return  # not known yet: the range stands (the next batch asks again)
+        with self._lock:
+            cut = self.book.bound(key, max(end, offset + 1))
+            below = part.suspect_below
+        if cut is not None:  # a warning, as the assignment's line that named the longer range
+            _log.warning(
+                "%s[%d]: the suspect range ends at offset %d, the partition's end after the previous "
+                "owner died (its lease promised up to %d); the records from there were produced since "
+                "and run as usual",
+                key[0],
+                key[1],
+                below,
+                cut,
+            )
 
     def _quarantine(self, worker: Worker, message: Message, key: Key, offset: int) -> None:
         with self._lock:

@@ -804,7 +804,7 @@ class Worker:
                 # Records a dead worker may have been running go one by one; the worker reads nothing
                 # else meanwhile, so that time is no input's silence (see idle_clock.py).
                 with self.idle_clock.stalled():
-                    guard.admit(self, messages)
+                    guard.admit(self, messages, fetcher.end_offset)
             else:
                 self.admit(messages)
             if guard is not None:  # the quarantine lease covers them before they run

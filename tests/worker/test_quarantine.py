@@ -222,6 +222,31 @@ def test_the_watchdog_reads_the_running_record_from_the_quantum_loop_frame() -> 
     assert running_unit(sys._getframe(), _quantum_loop.__code__) is None  # not inside the loop
 
 
+def test_a_range_is_cut_at_the_partitions_end_before_its_chunks_are_sized() -> None:
+    # A lease of a fast fetch over 3,000 records promised 118,774: only the 3,000 can have killed it.
+    book = QuarantineBook("w2")
+    book.assigned(KEY, Mark(118_774, False, None, 0, "w1"))
+    assert book.bound(KEY, 3_000) == 118_774
+    assert book.bound(KEY, 3_500) is None, "a later, higher end does not widen it"
+    marks = _replay(book, 0, 3_000)
+    assert [(m.running, m.span) for m in marks] == [
+        (start, min(55, 3_000 - start)) for start in range(0, 3_000, 55)
+    ]
+    assert all(m.high == 118_774 for m in marks), "the lease it took over is still promised"
+    assert book.route(KEY, 3_000) == (Route.RUN, Mark(118_774, False, None, 0, "w2"))
+    # An end past the range changes nothing; a pinned record is never cut off.
+    book = QuarantineBook("w2")
+    book.assigned(KEY, Mark(500, False, None, 0, "w1"))
+    assert book.bound(KEY, 900) is None and book.parts[KEY].suspect_below == 500
+    book = QuarantineBook("w3")
+    book.assigned(KEY, Mark(10_000, False, 7_000, 1, "w2"))
+    assert book.bound(KEY, 5_000) == 10_000 and book.parts[KEY].suspect_below == 7_001
+    # Nothing suspect, nothing to cut.
+    book = QuarantineBook("w2")
+    book.assigned(KEY, Mark(500, True, None, 0, "w1"))
+    assert book.bound(KEY, 10) is None and book.route(KEY, 0) == (Route.RUN, None)
+
+
 # -- the rule against a brute force -------------------------------------------------------------------
 
 
@@ -369,12 +394,16 @@ def _simulate_with_slots(
     max_lives: int,
     ack_delay: int = 0,
     chunked_above: int = CHUNKED_ABOVE,
+    end_at: str | None = None,
 ) -> tuple[list[int], list[int], list[int]]:
     """As :func:`_simulate`, with one-off kills (a random SIGKILL landing while that record runs) and,
     per death, whether the dead worker's crash slot is found by the next start (``slot_kept``; beyond
     its end: kept). Early lease renewals are acknowledged ``ack_delay`` records after they are written
     and lost if the worker dies first (with every mark written after them: the log keeps a prefix).
     Asserts that a record runs in the normal path only below the high of the last durable mark.
+    ``end_at``: each owner cuts its suspect range at the partition's end (``"records"``: every record
+    exists from the start; ``"reached"``: only those some owner fetched, the tightest end a real one
+    can read) or not at all (``None``).
     Returns the quarantined offsets, the offset running at each death, the completed."""
     mark: Mark | None = None
     committed = 0
@@ -382,10 +411,13 @@ def _simulate_with_slots(
     done: list[int] = []
     deaths: list[int] = []
     killed: set[int] = set()
+    reached = 0  # records fetched by any owner so far
     for life in range(max_lives):
         owner = f"w{life}"
         book = QuarantineBook(owner, min_lease=3, chunked_above=chunked_above)
         book.assigned(KEY, mark, now=float(life * 100))
+        if end_at is not None:
+            book.bound(KEY, records if end_at == "records" else max(reached, committed + 1))
         log: list[Mark] = []  # this owner's marks in the order written; the first ``durable`` are
         durable = 0
         renewals: list[tuple[int, int, int]] = []  # (acknowledged at offset, log index, high)
@@ -397,6 +429,7 @@ def _simulate_with_slots(
                 renewals.remove((due, index, high))
                 durable = max(durable, index + 1)
                 book.acknowledged(KEY, high, book.parts.get(KEY))
+            reached = max(reached, offset + 1)
             route, write = book.route(KEY, offset)
             if write is not None:
                 log.append(write)
@@ -464,10 +497,18 @@ def test_with_crash_slots_a_poison_record_dies_exactly_twice_and_a_one_off_kill_
     slot_kept=st.lists(st.booleans(), max_size=20),
     ack_delay=st.integers(min_value=0, max_value=4),
     chunked=st.booleans(),
+    end_at=st.sampled_from([None, "records", "reached"]),
 )
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 def test_without_some_crash_slots_a_poison_record_dies_three_times_at_most_four_if_chunked(
-    *, records: int, poison: set[int], kills: set[int], slot_kept: list[bool], ack_delay: int, chunked: bool
+    *,
+    records: int,
+    poison: set[int],
+    kills: set[int],
+    slot_kept: list[bool],
+    ack_delay: int,
+    chunked: bool,
+    end_at: str | None,
 ) -> None:
     poison = {p for p in poison if p < records}
     kills = {k for k in kills if k < records} - poison
@@ -479,7 +520,9 @@ def test_without_some_crash_slots_a_poison_record_dies_three_times_at_most_four_
         slot_kept,
         max_lives=most * len(poison) + len(kills) + 2,
         ack_delay=ack_delay,
-        chunked_above=CHUNKED_ABOVE if chunked else 10**9,
+        # Ranges cut at the end hold at most 30 records: chunked from 5 on, so that chunks still run.
+        chunked_above=(4 if end_at else CHUNKED_ABOVE) if chunked else 10**9,
+        end_at=end_at,
     )
     assert sorted(quarantined) == sorted(poison)
     for offset in poison:
