@@ -256,7 +256,10 @@ def test_without_a_slot_a_poison_record_in_a_long_range_is_found_through_a_chunk
     # Chunks are sized for the records that exist (the range cut at the partition's end, LONG), not
     # for the lease, which a fast first fetch stretches far past them.
     assert first <= EARLY_POISON < last and 1 < last - first + 1 <= math.isqrt(LONG - 1) + 1, chunk
-    assert f"{source}[0]: the suspect range ends at offset {LONG}," in log, log[-4000:]
+    # The first death's range is its lease (the fetch rate's second: 107,020-149,881 in runs seen); cut
+    # at LONG whenever it promised more.
+    [lease] = re.findall(rf"{re.escape(source)}\[0\] below offset (\d+)", log)
+    assert int(lease) <= LONG or f"{source}[0]: the suspect range ends at offset {LONG}," in log, log[-4000:]
     assert f"while offset {EARLY_POISON} was running (death 1 of that record" in log, log[-4000:]
     assert f"while offset {EARLY_POISON} was running (death 2 of that record" in log, log[-4000:]
     [letter] = reader.records[dlq]
