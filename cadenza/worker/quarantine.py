@@ -305,7 +305,7 @@ class QuarantineBook:
         if end >= part.suspect_below:
             return None
         old = part.suspect_below
-        # The pinned record existed (it was running): never cut above it, whatever ``end`` says.
+        # The pinned record existed (it was running): it stays in the range, whatever ``end`` says.
         part.suspect_below = max(end, 0 if part.pinned is None else part.pinned + 1)
         return old if part.suspect_below < old else None
 
