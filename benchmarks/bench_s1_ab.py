@@ -25,7 +25,7 @@ from typing import Any
 
 from _common import machine_and_commit, write_result
 
-from cadenza.demo.s1 import PeerCommand, PeerRun, S1Config, run_benchmark
+from cadenza.demo.s1 import PARTITIONS, PeerCommand, PeerRun, S1Config, run_benchmark
 
 THIS = "cameo"
 
@@ -65,7 +65,7 @@ def base_worker(base: Path, config: S1Config) -> PeerCommand:
             "--group",
             f"s1-{run.run}",
             "--partitions",
-            "4",
+            str(PARTITIONS),
         ]
 
     return command
