@@ -11,7 +11,9 @@ reading a source topic has one input, its partition; one reading a repartition t
 partition of the topic feeding that repartition topic, each of which holds the watermark back until
 it delivers (see ``docs/watermarks.md``). Such a task enters through a
 :class:`~cadenza.worker.operators.progress.ProgressGate`, and the key_by writing its topic sends it
-progress records (:meth:`~cadenza.worker.operators.routing.KeyByOp.broadcast_progress`).
+progress records (:meth:`~cadenza.worker.operators.routing.KeyByOp.broadcast_progress`). A key_by
+that only stateless steps separate from its task's entry learns its progress there, from every
+record run, through a :class:`~cadenza.worker.operators.progress.ProgressTap`.
 
 Hooks the worker passes in: ``store_factory`` makes each stateful step's store (memory by default,
 see :func:`cadenza.state.store_factory`); ``registry_client`` makes Avro sources read the Confluent
@@ -42,7 +44,7 @@ from cadenza.worker.decode import Decoder, RepartitionDecoder, SourceDecoder
 from cadenza.worker.operators.base import Operator, chain
 from cadenza.worker.operators.join_step import JoinOp
 from cadenza.worker.operators.process_step import ProcessOp
-from cadenza.worker.operators.progress import ProgressGate
+from cadenza.worker.operators.progress import ProgressGate, ProgressTap
 from cadenza.worker.operators.routing import KeyByOp, SinkOp
 from cadenza.worker.operators.stateful import StatefulArgs, StatefulStep
 from cadenza.worker.operators.stateless import BranchOp, FilterOp, FlatMapOp, MapOp
@@ -202,6 +204,9 @@ class _Builder:
             )
         self.windows.reverse()
         root = self.downstream(sub.entry)
+        tapped = [keyed for keyed in self.keyed if keyed.progress_at_entry]
+        if tapped:
+            root = ProgressTap(sub.entry, root, tapped)
         if sub.input_kind == "repartition" and sub.needs_event_time:
             root = ProgressGate(sub.entry, root, self.windows)
         return Task(sub, decoder, root, self.windows, self.task_stores, self.keyed, self.processors)
@@ -217,6 +222,20 @@ class _Builder:
                 count = self.partitions.get(writer.input_topic)
                 return None if count is None else tuple(range(count))
         return None
+
+    def reached_statelessly(self, node_id: str) -> bool:
+        """Whether only stateless steps (which pass a record's event time on unchanged) lead from this
+        sub-topology's entry to step ``node_id``."""
+        graph = self.graph
+        node = graph.node(node_id)
+        while len(node.upstream) == 1:
+            (upstream,) = node.upstream
+            if upstream == self.sub.entry:
+                return True
+            node = graph.node(upstream)
+            if node.kind not in STATELESS_STEPS:
+                return False
+        return False
 
     def join_inputs_here(self, node_id: str) -> list[int]:
         """Which inputs of join ``node_id`` this sub-topology feeds (both, when one stream feeds both)."""
@@ -282,6 +301,9 @@ class _Builder:
         return store
 
 
+#: Steps that hand a record on with the event time it came with (see :class:`ProgressTap`).
+STATELESS_STEPS = frozenset({"map", "filter", "flat_map", "branch"})
+
 StepBuilder = Callable[[_Builder, str], Operator]
 """Builds the runtime operator of one step (by id) of the builder's sub-topology, its downstream built."""
 
@@ -344,6 +366,7 @@ def _key_by(b: _Builder, node_id: str) -> Operator:
         partitions=count,
         stamp=stamp,
         release=release,
+        progress_at_entry=bool(count) and b.reached_statelessly(node_id),
     )
     if count:
         b.keyed.append(keyed)

@@ -131,6 +131,37 @@ def test_a_partition_without_data_from_an_upstream_partition_closes_windows_thro
     assert progress == {0: {0: 35.0, 1: 26.0}, 1: {0: 35.0, 1: 26.0}}
 
 
+def kept(event: Event) -> bool:
+    return event.key != "dropped"
+
+
+def test_records_a_filter_drops_before_the_key_by_are_progress_all_the_same(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    # Source partition 1 holds only records the filter drops: no data and, unless dropped records
+    # count, no progress from it ever reaches the window, which (no idle timeout) would wait for ever.
+    source, out = new_topic(partitions=2), new_topic()
+    name = f"filtered-{uuid.uuid4().hex[:6]}"
+    p = Pipeline(name, tenant="t", latency_target="1s")
+    stream = p.source(source, value=Event, timestamp="ts").filter(kept).key_by(key_of)
+    stream.window(Tumbling(SIZE)).count().sink(out)
+    produce(kafka_settings, source, events("user", [1, 2, 3, 12, 15], 0))
+    produce(kafka_settings, source, events("dropped", [4, 14, 26], 1))
+    worker = Worker([p], kafka_settings, group=f"g-{name}", watermark_idle_timeout=None)
+    with running(worker), reading(kafka_settings, [out]) as reader:
+        # Watermark min(15, 26) = 15 closes [0, 10) only.
+        reader.wait_for(lambda r: len(r[out]) >= 1, 60, "the [0, 10) window")
+        reader.settle(1.0)
+        assert [json.loads(r.value or b"")["value"] for r in reader.records[out]] == [3]
+        # Partition 0 reaches 35: min(35, 26) = 26 closes [10, 20).
+        produce(kafka_settings, source, events("user", [35], 0))
+        reader.wait_for(lambda r: len(r[out]) >= 2, 60, "the [10, 20) window")
+        reader.settle(1.0)
+        got = [json.loads(r.value or b"") for r in reader.records[out]]
+    assert [(r["key"], r["window_start"], r["value"]) for r in got] == [("user", 0.0, 3), ("user", 10.0, 2)]
+    assert worker.counters.late == 0
+
+
 def test_an_idle_input_is_counted_and_logged_once(
     kafka_settings: KafkaSettings, new_topic: NewTopic, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -87,13 +87,24 @@ class KeyByOp(_Writer):
     is dropped here: after re-keying, the record is grouped anew.
 
     When the topic's reader keeps a watermark, ``partitions`` is the topic's partition count and
-    the step remembers, per input partition, the largest event time it has been handed;
+    the step remembers, per input partition, the largest event time it has been handed (or, when
+    only stateless steps lead here, that any record of the partition has had at the entry);
     :meth:`broadcast_progress` (called by the worker every ``progress_interval``) writes what grew to every
     partition of the topic as a progress record, so each downstream partition learns how far every
     upstream partition got, including those that sent it nothing (see ``docs/watermarks.md``).
     """
 
-    __slots__ = ("_due", "_progress", "_sent", "fn", "partitions", "release", "stamp", "urgent")
+    __slots__ = (
+        "_due",
+        "_progress",
+        "_sent",
+        "fn",
+        "partitions",
+        "progress_at_entry",
+        "release",
+        "stamp",
+        "urgent",
+    )
 
     def __init__(
         self,
@@ -106,11 +117,16 @@ class KeyByOp(_Writer):
         partitions: int = 0,
         stamp: KeyByStamp | None = None,
         release: Callable[[float], float] | None = None,
+        progress_at_entry: bool = False,
     ) -> None:
         super().__init__(node_id, topic, output, dead)
         self.fn = fn
         #: Partitions of ``topic`` to send progress records to; 0: its reader keeps no watermark.
         self.partitions = partitions
+        #: Only stateless steps lie between the sub-topology's entry and this step, so every record
+        #: run there is progress here, also one a filter drops on the way: the entry reports it
+        #: (:class:`~cadenza.worker.operators.progress.ProgressTap`), and :meth:`process` does not.
+        self.progress_at_entry = progress_at_entry
         #: Per input partition, the largest event time handed to this step, and the largest sent.
         self._progress: dict[int, float] = {}
         self._sent: dict[int, float] = {}
@@ -127,14 +143,18 @@ class KeyByOp(_Writer):
         #: :func:`progress_due`), not at the end of the interval.
         self.urgent = False
 
+    def advance(self, partition: int, event_time: float) -> None:
+        """Input ``partition`` got to ``event_time``: its next progress record says at least that."""
+        progress = self._progress
+        if event_time > progress.get(partition, _NEG_INF):
+            progress[partition] = event_time
+            if event_time >= self._due.get(partition, _INF):
+                self.urgent = True
+
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
-        if self.partitions:
+        if self.partitions and not self.progress_at_entry:
             # Before the user's function: a record that fails is progress all the same.
-            progress = self._progress
-            if event_time > progress.get(unit.partition, _NEG_INF):
-                progress[unit.partition] = event_time
-                if event_time >= self._due.get(unit.partition, _INF):
-                    self.urgent = True
+            self.advance(unit.partition, event_time)
         seq = unit.emitted
         try:
             new_key = self.fn(value)

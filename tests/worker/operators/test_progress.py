@@ -1,0 +1,122 @@
+"""Progress at a sub-topology's entry: a record a filter drops before a key_by still tells the
+windows downstream how far its source partition got (no broker: the pipeline driver)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any, cast
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cadenza.pipelines import Pipeline, Tumbling
+from cadenza.testing import PipelineDriver
+from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.operators.progress import ProgressTap
+from cadenza.worker.operators.routing import KeyByOp
+from cadenza.worker.output import Output
+from cadenza.worker.task import build_tasks
+
+
+def _user(value: dict[str, Any]) -> str:
+    return str(value["u"])
+
+
+def _kept(value: dict[str, Any]) -> bool:
+    return bool(value["keep"])
+
+
+def _event_time(value: dict[str, Any]) -> float:
+    return float(value["t"])
+
+
+def filtered_counts() -> Pipeline:
+    pipeline = Pipeline("kept", tenant="t", latency_target="1s")
+    (
+        pipeline.source("events", timestamp=_event_time)
+        .filter(_kept)
+        .map(lambda v: v)
+        .key_by(_user)
+        .window(Tumbling("1s"))
+        .count()
+        .sink("counts-out")
+    )
+    return pipeline
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    partitions=st.integers(2, 3),
+    steps=st.lists(
+        st.tuples(st.sampled_from("abc"), st.floats(0.0, 0.7), st.integers(0, 2), st.booleans()),
+        min_size=1,
+        max_size=40,
+    ),
+)
+def test_records_a_filter_drops_still_move_the_windows_downstream(
+    partitions: int, steps: list[tuple[str, float, int, bool]]
+) -> None:
+    # Event times never go back, so nothing is late. The last record of every source partition is
+    # one the filter drops, far ahead: every window closes only if dropped records are progress
+    # (there is no idle timeout to close them otherwise).
+    t = 100.0
+    events: list[tuple[str, float, int, bool]] = []
+    for user, gap, partition, keep in steps:
+        t += gap
+        events.append((user, t, partition % partitions, keep))
+    with PipelineDriver([filtered_counts()], partitions=partitions, idle_timeout=None) as driver:
+        for user, at, partition, keep in events:
+            driver.pipe("events", {"u": user, "t": at, "keep": keep}, partition=partition)
+        for partition in range(partitions):
+            driver.pipe("events", {"u": "end", "t": t + 10.0, "keep": False}, partition=partition)
+        got = Counter(
+            {
+                (r.value["key"], r.value["window_start"], r.value["window_end"]): r.value["value"]
+                for r in driver.outputs("counts-out")
+            }
+        )
+        assert driver.late("kept") == []
+        step = next(n.id for n in driver.graphs["kept"].nodes if n.kind == "window_aggregate")
+        assert dict(driver.state("kept", step)) == {}  # every window closed
+    expected = Counter(
+        (user, float(math.floor(at)), float(math.floor(at) + 1)) for user, at, _, keep in events if keep
+    )
+    assert got == expected
+
+
+class _Output:
+    trace_header = None
+
+    @property
+    def producer(self) -> _Output:
+        return self
+
+    def produce(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def test_only_a_key_by_reached_through_stateless_steps_learns_its_progress_at_the_entry() -> None:
+    pipeline = Pipeline("chain", tenant="t", latency_target="1s")
+    windowed = (
+        pipeline.source("events", timestamp=_event_time)
+        .filter(_kept)
+        .key_by(_user)
+        .window(Tumbling("1s"))
+        .count()
+    )
+    windowed.key_by(lambda result: "all").window(Tumbling("1s")).count().sink("totals")
+    graph = pipeline.compile()
+    topics = {node.repartition_topic for node in graph.nodes if node.repartition_topic}
+    partitions = {"events": 2, **{str(topic): 2 for topic in topics}}
+    tasks = build_tasks(graph, cast(Output, _Output()), WorkerCounters(), partitions=partitions)
+    source = next(task for task in tasks if task.subtopology.input_kind == "source")
+    after_window = next(task for task in tasks if task.subtopology.input_kind == "repartition" and task.keyed)
+    (first,) = source.keyed
+    (second,) = after_window.keyed
+    assert isinstance(first, KeyByOp) and first.progress_at_entry
+    assert isinstance(source.root, ProgressTap) and source.root.keyed == (first,)
+    # After a window, a key_by is handed results whose event times are the windows', not the
+    # records': it keeps learning its progress from what reaches it.
+    assert not second.progress_at_entry
+    assert not isinstance(after_window.root, ProgressTap)
