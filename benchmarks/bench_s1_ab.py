@@ -97,6 +97,17 @@ def paired(runs: dict[str, list[dict[str, Any]]], base: str) -> dict[str, Any]:
     return summary
 
 
+def at_least_one(text: str) -> int:
+    """``--repetitions``: a paired comparison needs at least one pair."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number, got {text!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"at least 1, got {number}")
+    return number
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -105,7 +116,7 @@ def main() -> None:
         "--base", type=Path, required=True, help="a checkout or git archive of the older tree"
     )
     parser.add_argument("--label", default="base", help="the base's name in the results (its commit)")
-    parser.add_argument("--repetitions", type=int, default=8)
+    parser.add_argument("--repetitions", type=at_least_one, default=8)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     base = args.base.resolve()
