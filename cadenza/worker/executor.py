@@ -50,6 +50,7 @@ class Executor:
     :attr:`record` when it starts (and clears :attr:`record` when it closes)."""
 
     __slots__ = (
+        "after_quantum",
         "emitter",
         "on_stop",
         "output",
@@ -75,6 +76,9 @@ class Executor:
         self.output: Backpressure | None = None
         self.emitter: SpanEmitter | None = None
         self.record: Record | None = None
+        #: Called after each quantum (the worker's progress records, see
+        #: :meth:`~cadenza.worker.runtime.Worker.send_due_progress`); ``None``: nothing.
+        self.after_quantum: Callable[[], None] | None = None
         #: The crash slot's words (``[0]``: the running offset, ``[1]``: its partition's tag) and the
         #: partitions' tags; a private buffer when the worker has no slot, so the hot path stores
         #: unconditionally.
@@ -100,6 +104,9 @@ class Executor:
                 self.words[0] = IDLE  # the stopped record did not kill the worker
                 quantum.close()
                 self.on_stop(stopped)
+            after = self.after_quantum
+            if after is not None:
+                after()
             if perf() >= until:
                 break
         return ran

@@ -536,6 +536,7 @@ class Worker:
         executor = self._executor
         executor.schedules, executor.output, executor.emitter = self._schedules, self._output, self.emitter
         executor.record = self._record
+        executor.after_quantum = self.send_due_progress if self._keyed else None
         self._routes = dict(plan.routes)
         #: Changed by a pipeline stop (its schedules leave the admission path), so a copy of the plan's.
         self._stages = dict(plan.stages)
@@ -824,7 +825,7 @@ class Worker:
             ran += self._fire_wall_clock_timers()
         now = time.monotonic()
         if self._keyed and progress_due(self._keyed, now - self._last_progress, self.progress_interval):
-            self._broadcast_progress(now)
+            self._broadcast_progress(now)  # also after each quantum (send_due_progress); here when none ran
         checkpoint = self._checkpoint
         if checkpoint.due(now, worked=bool(ran or messages), buffered=len(scheduler)):
             checkpoint.take()
@@ -1039,6 +1040,20 @@ class Worker:
                 except PipelineStoppedError as stopped:
                     self.stop_pipeline(stopped)
         return fired
+
+    def send_due_progress(self) -> None:
+        """After each quantum: progress records, if due (see
+        :func:`~cadenza.worker.operators.routing.progress_due`).
+
+        Above all when a key_by was just handed a record that moves its input partition past the
+        next window close downstream: a window at a repartition partition that gets no records from
+        that input partition closes only once this news arrives. Sent from the loop alone, it waited
+        for the rest of the run slice (under cameo, the bulk tenant's quanta that follow the urgent
+        one: tens of ms on a loaded machine) and the next fetch. The quantum's records are produced
+        by then, so the progress records still follow them."""
+        now = time.monotonic()
+        if progress_due(self._keyed, now - self._last_progress, self.progress_interval):
+            self._broadcast_progress(now)
 
     def _broadcast_progress(self, now: float) -> None:
         """Progress records for the repartition topics (see ``docs/watermarks.md``), at most once per

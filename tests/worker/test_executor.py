@@ -130,3 +130,15 @@ def test_a_quantum_cut_short_by_a_stopping_step_still_counts_and_times_what_ran_
     assert metrics.processed == 3
     assert metrics.queue_wait.count == metrics.run_time.count == 3
     assert metrics.queue_wait.sum > 0.0 and metrics.run_time.sum > 0.0
+
+
+def test_after_each_quantum_the_worker_gets_a_word_in_before_the_next_one_starts() -> None:
+    """The hook the worker sends urgent progress records from: after a quantum's records ran (and
+    produced), before the rest of the run slice."""
+    executor, plan, _ = executor_for(graph("a"), quantum=4)
+    admit(plan, executor.scheduler, "a-in", [f"u{i}" for i in range(10)])
+    (schedule,) = plan.schedules
+    seen: list[int] = []
+    executor.after_quantum = lambda: seen.append(schedule.metrics.processed)
+    assert executor.run_for(60.0) == 10
+    assert seen == [4, 8, 10]
