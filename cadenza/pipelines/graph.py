@@ -42,8 +42,9 @@ _MIX_JOIN_INPUTS: dict[str, str] = {
     "process": "process",
 }
 """Kinds the worker cannot run after a join (see :func:`unsupported_by_worker`), as messages name them."""
-_CARRY_WINDOW: frozenset[str] = frozenset({"map", "filter", "flat_map", "branch"})
-"""Kinds that pass a window result's window along to the next step (a key_by or a join drops it)."""
+PASS_THROUGH_KINDS: frozenset[str] = frozenset({"map", "filter", "flat_map", "branch"})
+"""Kinds that hand a record's window and event time on to the next step unchanged (a key_by or a
+join drops the window; a window aggregate, a join or a process step emits new event times)."""
 
 
 @dataclass(frozen=True)
@@ -356,7 +357,7 @@ def unsupported_by_worker(
                 "join and read that topic in another pipeline"
             )
     if kind == "sink" and parameters.get("format") == "avro":
-        window = _nearest_upstream(inputs, "window_aggregate", _CARRY_WINDOW, kind_of, upstream_of)
+        window = _nearest_upstream(inputs, "window_aggregate", PASS_THROUGH_KINDS, kind_of, upstream_of)
         if window is not None:
             return (
                 f"an Avro sink after the window aggregate {window!r} is not supported yet (window results "

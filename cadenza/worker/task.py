@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from confluent_kafka import Message
 
 from cadenza.pipelines import PipelineGraph
-from cadenza.pipelines.graph import NodeFunctions, TopicFormat
+from cadenza.pipelines.graph import PASS_THROUGH_KINDS, NodeFunctions, TopicFormat
 from cadenza.schemas import SchemaRegistryLike
 from cadenza.state import StateStore, StoreFactory
 from cadenza.state import store_factory as make_store_factory
@@ -224,8 +224,8 @@ class _Builder:
         return None
 
     def reached_statelessly(self, node_id: str) -> bool:
-        """Whether only stateless steps (which pass a record's event time on unchanged) lead from this
-        sub-topology's entry to step ``node_id``."""
+        """Whether only steps that hand a record's event time on unchanged (``PASS_THROUGH_KINDS``)
+        lead from this sub-topology's entry to step ``node_id``."""
         graph = self.graph
         node = graph.node(node_id)
         while len(node.upstream) == 1:
@@ -233,7 +233,7 @@ class _Builder:
             if upstream == self.sub.entry:
                 return True
             node = graph.node(upstream)
-            if node.kind not in STATELESS_STEPS:
+            if node.kind not in PASS_THROUGH_KINDS:
                 return False
         return False
 
@@ -300,9 +300,6 @@ class _Builder:
         self.task_stores.append(store)
         return store
 
-
-#: Steps that hand a record on with the event time it came with (see :class:`ProgressTap`).
-STATELESS_STEPS = frozenset({"map", "filter", "flat_map", "branch"})
 
 StepBuilder = Callable[[_Builder, str], Operator]
 """Builds the runtime operator of one step (by id) of the builder's sub-topology, its downstream built."""
