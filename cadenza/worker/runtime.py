@@ -825,7 +825,8 @@ class Worker:
             ran += self._fire_wall_clock_timers()
         now = time.monotonic()
         if self._keyed and progress_due(self._keyed, now - self._last_progress, self.progress_interval):
-            self._broadcast_progress(now)  # also after each quantum (send_due_progress); here when none ran
+            # Also asked after each quantum (send_due_progress); this covers a round that ran none.
+            self._broadcast_progress(now)
         checkpoint = self._checkpoint
         if checkpoint.due(now, worked=bool(ran or messages), buffered=len(scheduler)):
             checkpoint.take()
