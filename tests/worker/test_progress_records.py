@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 import uuid
 
 import pytest
+from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 from pydantic import BaseModel
 
 from cadenza.infra.kafka.clients import DeliveryReport, flush_or_raise, make_producer
@@ -185,3 +187,40 @@ def test_an_idle_input_is_counted_and_logged_once(
     assert lines, "the idle timeout should be logged"
     assert len(lines) == len(set(lines)), f"logged more than once per partition and input: {lines}"
     assert all("watermark input 0 " in line for line in lines), lines  # upstream partition 0 went silent
+
+
+def test_progress_goes_out_after_the_quantum_without_waiting_for_the_loop(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    # Only run_for is called, never step(): the loop's own progress check does not run, so progress
+    # records can only come from the after-quantum hook the started worker sets on its executor.
+    source, out = new_topic(partitions=2), new_topic()
+    name = f"quantum-{uuid.uuid4().hex[:6]}"
+    worker = Worker([pipeline(source, out, name)], kafka_settings, group=f"g-{name}", progress_interval=0.05)
+    worker.start()
+    try:
+        now_ms = int(time.time() * 1000)
+        batch = [
+            Message(
+                topic=source,
+                partition=partition,
+                offset=offset,
+                key=None,
+                value=json.dumps({"key": f"user{partition}", "ts": 1.0 + offset}).encode(),
+                headers=None,
+                timestamp=(TIMESTAMP_CREATE_TIME, now_ms),
+            )
+            for partition in (0, 1)
+            for offset in range(3)
+        ]
+        worker.admit(batch)
+        time.sleep(0.1)  # past the progress interval
+        assert worker.counters.progress_records == 0
+        assert worker.run_for(10.0) == 6
+        # At least the first quantum's upstream partition, to each repartition partition (the second
+        # quantum's goes out too only if the interval has passed again by then).
+        repartitions = worker._keyed[0].partitions
+        assert repartitions == 2
+        assert worker.counters.progress_records in (repartitions, 2 * repartitions)
+    finally:
+        worker.close()
