@@ -10,31 +10,73 @@ re-keyed windows come out short after a SIGKILL). The same holds while newly ass
 wait, paused, for their state (:mod:`cadenza.worker.restoring`). So this clock stands still while the
 worker is stalled, and the timeout counts only time in which the worker was reading everything it
 owns.
+
+The worker also stalls itself without saying so: a user function that blocks for a minute (a
+remote call with a long timeout, say) keeps the loop from fetching, and every input of every
+window goes quiet meanwhile; once the loop is back, the first record run would find them all timed
+out and the records that waited in Kafka meanwhile late. So the clock also counts at most
+``read_gap`` seconds of each stretch between two fetches (:meth:`fetch_started`,
+:meth:`fetch_ended`): time inside a fetch is time the worker was listening and counts in full (also
+a poll that waits for records), and a loop round between fetches normally takes far less than
+``read_gap``.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["IdleClock"]
+__all__ = ["READ_GAP", "IdleClock"]
+
+#: The worker's ``read_gap``: far above a loop round (milliseconds to tens of them), far below an idle
+#: timeout (30 s by default). Cutting more is safe (an input times out later, never wrongly).
+READ_GAP = 1.0
 
 
 class IdleClock:
-    """Seconds of ``base`` time outside :meth:`stalled` stretches (monotonic, starts anywhere)."""
+    """Seconds of ``base`` time outside :meth:`stalled` stretches and outside the part of each
+    stretch between fetches beyond ``read_gap`` (monotonic, starts anywhere)."""
 
-    __slots__ = ("_base", "_depth", "_since", "_stalled")
+    __slots__ = ("_base", "_cut_from", "_depth", "_gap_from", "_read_gap", "_since", "_stalled")
 
-    def __init__(self, base: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, base: Callable[[], float] = time.monotonic, *, read_gap: float | None = None) -> None:
+        if read_gap is not None and not read_gap > 0.0:
+            raise ValueError(f"read_gap must be above 0 s, got {read_gap!r}")
         self._base = base
+        self._read_gap = read_gap
+        #: Time not counted so far: closed stalls and the cut-off parts of closed gaps between fetches.
         self._stalled = 0.0
         self._since: float | None = None
         self._depth = 0
+        #: When the open gap between fetches began, and the base time from which it is cut off:
+        #: ``read_gap`` later, pushed back by the stalls inside the gap (counted once, as stalls).
+        #: Infinite while no gap is open (inside a fetch, before the first, without ``read_gap``).
+        self._gap_from = math.inf
+        self._cut_from = math.inf
 
     def now(self) -> float:
         since = self._since
-        return (self._base() if since is None else since) - self._stalled
+        t = self._base() if since is None else since
+        cut_from = self._cut_from
+        return (t if t <= cut_from else cut_from) - self._stalled
+
+    def fetch_started(self) -> None:
+        """The worker asks its inputs for records: the gap since the last fetch closes."""
+        since = self._since
+        t = self._base() if since is None else since  # an open stall: counted up to its start
+        if t > self._cut_from:
+            self._stalled += t - self._cut_from
+        self._gap_from = self._cut_from = math.inf
+
+    def fetch_ended(self) -> None:
+        """The fetch returned: a gap opens, which counts up to ``read_gap``."""
+        read_gap = self._read_gap
+        if read_gap is not None:
+            t = self._base()
+            self._gap_from = t
+            self._cut_from = t + read_gap
 
     @contextmanager
     def stalled(self) -> Iterator[None]:
@@ -53,6 +95,10 @@ class IdleClock:
 
     def unstall(self) -> None:
         self._depth -= 1
-        if self._depth == 0 and self._since is not None:
-            self._stalled += self._base() - self._since
+        since = self._since
+        if self._depth == 0 and since is not None:
+            t = self._base()
+            self._stalled += t - since
             self._since = None
+            if self._cut_from < math.inf:  # the part of the stall inside the gap is no gap time
+                self._cut_from += t - max(since, self._gap_from)

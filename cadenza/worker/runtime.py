@@ -97,7 +97,7 @@ from cadenza.worker.executor import Executor, SchedKey
 from cadenza.worker.fetcher import Fetcher, FlowControl
 from cadenza.worker.gc_tuning import GcTuning
 from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_spec
-from cadenza.worker.idle_clock import IdleClock
+from cadenza.worker.idle_clock import READ_GAP, IdleClock
 from cadenza.worker.inflight import Pending
 from cadenza.worker.lanes import Lane, plan_lanes, topic_targets
 from cadenza.worker.operators.routing import KeyByOp, progress_due
@@ -325,7 +325,7 @@ class Worker:
         #: What process steps' wall-clock timers are measured on: the injected clock, else epoch time.
         self._wall_clock = clock.now if clock is not None else time.time
         #: What window and join steps measure their inputs' idle timeouts on.
-        self.idle_clock = IdleClock()
+        self.idle_clock = IdleClock(read_gap=READ_GAP)
         self._processors = False
         self.exporter = exporter if exporter is not None else PrometheusExporter()
         self.spans_topic = spans_topic
@@ -788,9 +788,12 @@ class Worker:
                     scheduler.earliest_start_deadline(), scheduler.clock.now(), follower.read_slice
                 )
             follower.step(budget=budget)
+        idle_clock = self.idle_clock
+        idle_clock.fetch_started()
         messages = fetcher.fetch(
             buffered, pressure, block=not restorer.restoring and (follower is None or not follower.warming)
         )
+        idle_clock.fetch_ended()
         consumed = time.time() if trace is not None else 0.0
         rebalance = self._rebalance
         rebalance.raise_failure()
