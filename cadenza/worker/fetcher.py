@@ -143,7 +143,17 @@ class Fetcher:
     single consumer: the worker without lanes).
     """
 
-    __slots__ = ("_counters", "_owner", "batch_size", "consumers", "flow", "poll_timeout")
+    __slots__ = (
+        "_assigned",
+        "_assigned_at",
+        "_changes",
+        "_counters",
+        "_owner",
+        "batch_size",
+        "consumers",
+        "flow",
+        "poll_timeout",
+    )
 
     def __init__(
         self,
@@ -153,6 +163,7 @@ class Fetcher:
         *,
         batch_size: int,
         poll_timeout: float,
+        assignment_changes: Callable[[], int] | None = None,
     ) -> None:
         if not consumers:
             raise ValueError("the fetcher needs at least one consumer")
@@ -163,6 +174,12 @@ class Fetcher:
         self._counters = counters
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
+        #: A count that moves whenever the assignment may have (the rebalance handler's), or None:
+        #: the clients are asked every time. Asking costs tens of microseconds (a round trip to the
+        #: client's main thread and a TopicPartition per partition), and it is asked every round.
+        self._changes = assignment_changes
+        self._assigned: list[TopicPartition] = []
+        self._assigned_at: int | None = None
 
     @property
     def consumer(self) -> Consumer:
@@ -211,8 +228,15 @@ class Fetcher:
                 return []
 
     def assignment(self) -> list[TopicPartition]:
-        """Every lane's assigned partitions."""
-        return [tp for consumer in self.consumers for tp in consumer.assignment()]
+        """Every lane's assigned partitions (asked of the clients only after a change)."""
+        changes = self._changes
+        if changes is None:
+            return [tp for consumer in self.consumers for tp in consumer.assignment()]
+        now = changes()
+        if now != self._assigned_at:
+            self._assigned = [tp for consumer in self.consumers for tp in consumer.assignment()]
+            self._assigned_at = now
+        return self._assigned
 
     def regulate(
         self,

@@ -66,6 +66,7 @@ class Rebalance:
         "_owned",
         "_restore",
         "broken",
+        "changes",
         "failure",
         "joined",
     )
@@ -98,6 +99,9 @@ class Rebalance:
         #: Set by the first assignment callback (even an empty one): the worker has joined its group.
         #: Until then, and while a restore is under way, /readyz says not ready.
         self.joined = False
+        #: Counts the assignment's changes (callbacks and the plan's takes, releases and drops), so
+        #: that the fetcher asks the clients for their assignment only when it may have changed.
+        self.changes = 0
         #: Nothing may be committed any more (a restore failed or the worker is stopping on an error).
         self.broken = False
         #: An error raised inside a callback, re-raised by the run loop.
@@ -148,6 +152,7 @@ class Rebalance:
             keys = [(tp.topic, tp.partition) for tp in partitions]
             self._assignment.update(keys)
             self._owned.setdefault(id(consumer), set()).update(keys)
+        self.changes += 1
         # The group is joined (even with nothing assigned) once every lane's consumer heard from it
         # (whether the state is back too is the restorer's to say: Worker.joined asks both).
         self._joined.add(id(consumer))
@@ -189,6 +194,7 @@ class Rebalance:
         with self._lock:
             self._assignment.difference_update(keys)
             self._owned.get(id(consumer), set()).difference_update(keys)
+        self.changes += 1
         if partitions:
             _log.info("%s %s (%d queued record(s) handed back)", why, _names(partitions), dropped)
 

@@ -612,6 +612,7 @@ class Worker:
             self.counters,
             batch_size=self.batch_size,
             poll_timeout=self.poll_timeout,
+            assignment_changes=lambda: self._rebalance.changes,
         )
         rebalance = self._rebalance
         # The marks' owner is this worker object, not only its process: a worker restarted in place

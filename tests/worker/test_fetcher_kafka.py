@@ -1,0 +1,119 @@
+"""The fetcher's assignment through a real group: asked of the client only after the rebalance
+handler saw a change, and always the client's own assignment when the flow control uses it.
+
+Two consumers share a four-partition topic in one group: the first has it all, then the second
+joins and takes half (a cooperative rebalance, the callbacks inside ``consume``), then leaves and
+the first gets everything back; last, a partition leaves as the ownership plan releases one (no
+assignment callback after it). Rounds as the worker's: fetch, then the flow control.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from cadenza.infra.kafka.clients import make_consumer, make_producer
+from cadenza.settings import KafkaSettings
+from cadenza.testing.pytest_plugin import NewTopic
+from cadenza.worker.counters import WorkerCounters
+from cadenza.worker.fetcher import Fetcher, FlowControl
+from cadenza.worker.rebalance import Rebalance
+
+pytestmark = pytest.mark.kafka
+
+
+class CountingConsumer:
+    """The real consumer, counting how often its assignment is asked for."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.asked = 0
+
+    def assignment(self) -> list[TopicPartition]:
+        self.asked += 1
+        return self.consumer.assignment()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.consumer, name)
+
+
+def keys(partitions: list[TopicPartition]) -> list[tuple[str, int]]:
+    return sorted((tp.topic, tp.partition) for tp in partitions)
+
+
+def test_the_assignment_is_asked_for_only_after_a_change_and_is_the_clients(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    topic = new_topic(partitions=4)
+    producer, _ = make_producer(kafka_settings)
+    for i in range(40):
+        producer.produce(topic, f"r{i}".encode(), partition=i % 4)
+    producer.flush(10)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    rebalance = Rebalance(lambda partitions: [], lambda: None, lambda partitions: 0)
+    first, _ = make_consumer(kafka_settings, group)
+    counted = CountingConsumer(first)
+    first.subscribe(
+        [topic], on_assign=rebalance.on_assign, on_revoke=rebalance.on_revoke, on_lost=rebalance.on_lost
+    )
+    fetcher = Fetcher(
+        [(counted, [topic])],  # type: ignore[list-item]
+        FlowControl(1000),
+        WorkerCounters(),
+        batch_size=100,
+        poll_timeout=0.1,
+        assignment_changes=lambda: rebalance.changes,
+    )
+    rounds = 0
+
+    def round_() -> None:
+        nonlocal rounds
+        fetcher.fetch(0, False)
+        fetcher.regulate(0, lambda topic, partition: 0, (), False)
+        rounds += 1
+        assert keys(fetcher.assignment()) == keys(first.assignment())
+
+    def until(owned: int, other: Consumer | None = None) -> None:
+        deadline = time.monotonic() + 60
+        while len(first.assignment()) != owned or rebalance.changes == 0:
+            assert time.monotonic() < deadline, f"never owned {owned} partitions"
+            round_()
+            if other is not None:
+                other.consume(10, 0.05)
+
+    second: Consumer | None = None
+    try:
+        until(4)
+        before, changes = counted.asked, rebalance.changes
+        for _ in range(50):  # nothing changes: the client is not asked again
+            round_()
+        assert counted.asked - before <= 1  # at most the refresh of a change just seen
+        assert rebalance.changes == changes
+        second, _ = make_consumer(kafka_settings, group)
+        second.subscribe([topic])
+        until(2, second)
+        for _ in range(10):
+            round_()
+            second.consume(10, 0.05)
+        second.close()
+        second = None
+        until(4)
+        for _ in range(10):
+            round_()
+        # As the ownership plan releases a partition: a revoke and an unassign, no assignment after.
+        leaving = [TopicPartition(topic, 3)]
+        rebalance.on_revoke(first, leaving)
+        first.incremental_unassign(leaving)
+        for _ in range(5):
+            round_()
+        assert len(fetcher.assignment()) == 3
+    finally:
+        if second is not None:
+            second.close()
+        first.close()
+    # Asked once per change the handler saw (and once at the start), not once per round.
+    assert counted.asked <= rebalance.changes + 1 < rounds
