@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_CREATE_TIME, KafkaError, Message, TopicPartition
 
 from cadenza.infra.kafka.clients import (
     DeliveryReport,
@@ -28,6 +28,20 @@ from cadenza.worker import Worker
 
 #: (key, value, partition) of a record to produce; partition None lets the partitioner choose.
 Outgoing = tuple[bytes | None, bytes | None, int | None]
+
+
+def fetched(topic: str, partition: int, offset: int, value: bytes, timestamp_ms: int) -> Message:
+    """A record as a consumer returns it (no key, no headers), built in memory to hand a started
+    worker's ``admit``: a test then chooses the interleaving and the offsets."""
+    return Message(
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        key=None,
+        value=value,
+        headers=None,
+        timestamp=(TIMESTAMP_CREATE_TIME, timestamp_ms),
+    )
 
 
 @dataclass(frozen=True)

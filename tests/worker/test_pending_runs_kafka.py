@@ -11,13 +11,13 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 from pydantic import BaseModel
 
 from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from tests.worker.kafka_io import fetched
 
 pytestmark = pytest.mark.kafka
 
@@ -49,14 +49,12 @@ def test_the_committable_offset_is_the_first_record_not_run_after_each_quantum(
         if i < len(o)  # the partitions interleaved, record by record
     ]
     batch = [
-        Message(
-            topic=source,
-            partition=partition,
-            offset=offset,
-            key=None,
-            value=b"{not json" if (partition, offset) in bad else json.dumps({"n": offset}).encode(),
-            headers=None,
-            timestamp=(TIMESTAMP_CREATE_TIME, now_ms),
+        fetched(
+            source,
+            partition,
+            offset,
+            b"{not json" if (partition, offset) in bad else json.dumps({"n": offset}).encode(),
+            now_ms,
         )
         for partition, offset in interleaved
     ]

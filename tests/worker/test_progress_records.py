@@ -16,7 +16,6 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 from pydantic import BaseModel
 
 from cadenza.infra.kafka.clients import DeliveryReport, flush_or_raise, make_producer
@@ -26,7 +25,7 @@ from cadenza.state import encode_key
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
 from cadenza.worker.wire import PROGRESS_HEADER, unpack_progress
-from tests.worker.kafka_io import Outgoing, Reader, produce, reading, running
+from tests.worker.kafka_io import Outgoing, Reader, fetched, produce, reading, running
 
 pytestmark = pytest.mark.kafka
 
@@ -199,17 +198,9 @@ def test_progress_goes_out_after_the_quantum_without_waiting_for_the_loop(
     worker = Worker([pipeline(source, out, name)], kafka_settings, group=f"g-{name}", progress_interval=0.05)
     worker.start()
     try:
-        now_ms = int(time.time() * 1000)
+        now = int(time.time() * 1000)
         batch = [
-            Message(
-                topic=source,
-                partition=partition,
-                offset=offset,
-                key=None,
-                value=json.dumps({"key": f"user{partition}", "ts": 1.0 + offset}).encode(),
-                headers=None,
-                timestamp=(TIMESTAMP_CREATE_TIME, now_ms),
-            )
+            fetched(source, partition, offset, json.dumps({"key": "u", "ts": 1.0 + offset}).encode(), now)
             for partition in (0, 1)
             for offset in range(3)
         ]
