@@ -163,7 +163,7 @@ class Fetcher:
         *,
         batch_size: int,
         poll_timeout: float,
-        assignment_changes: Callable[[], int] | None = None,
+        assignment_changes: Callable[[], int],
     ) -> None:
         if not consumers:
             raise ValueError("the fetcher needs at least one consumer")
@@ -174,9 +174,10 @@ class Fetcher:
         self._counters = counters
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
-        #: A count that moves whenever the assignment may have (the rebalance handler's), or None:
-        #: the clients are asked every time. Asking costs tens of microseconds (a round trip to the
-        #: client's main thread and a TopicPartition per partition), and it is asked every round.
+        #: A count that moves whenever the assignment may have (the rebalance handler's): the clients
+        #: are asked only then. Asking costs tens of microseconds or more (a round trip to the
+        #: client's main thread and a TopicPartition per partition), and the flow control needs the
+        #: assignment every round.
         self._changes = assignment_changes
         self._assigned: list[TopicPartition] = []
         self._assigned_at: int | None = None
@@ -229,10 +230,7 @@ class Fetcher:
 
     def assignment(self) -> list[TopicPartition]:
         """Every lane's assigned partitions (asked of the clients only after a change)."""
-        changes = self._changes
-        if changes is None:
-            return [tp for consumer in self.consumers for tp in consumer.assignment()]
-        now = changes()
+        now = self._changes()
         if now != self._assigned_at:
             self._assigned = [tp for consumer in self.consumers for tp in consumer.assignment()]
             self._assigned_at = now
