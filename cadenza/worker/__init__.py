@@ -10,7 +10,7 @@ on assignment. ``runtime``'s :class:`Worker` is the facade that wires them and r
 ``group_plan`` keeps one plan per group and ``quarantine`` pins poison pills, exactly when
 ``crash_slot`` (a memory-mapped file naming the running record) survived the worker's death;
 ``idle_clock`` keeps the worker's own stalls (the replay after a death, a restore, a blocked
-loop) from timing out window inputs, and
+loop, a full buffer) and the scheduler's queueing from timing out window inputs, and
 ``gc_tuning`` keeps the collector off the per-record path. ``wire`` and
 ``dead_letter`` say what the worker writes where. ``memory`` is an in-memory transport (producer
 and records) that :class:`cadenza.testing.PipelineDriver` runs the same plan on.

@@ -30,6 +30,7 @@ from cadenza.scheduling.scheduler import Quantum, Scheduler
 from cadenza.worker.context_stamps import TaskSchedule
 from cadenza.worker.crash_slot import IDLE, UNKNOWN, idle_words
 from cadenza.worker.dead_letter import PipelineStoppedError
+from cadenza.worker.idle_clock import IdleClock
 from cadenza.worker.unit import Unit
 
 __all__ = ["Executor", "SchedKey"]
@@ -55,6 +56,7 @@ class Executor:
         "on_stop",
         "output",
         "policy",
+        "read_clock",
         "record",
         "scheduler",
         "schedules",
@@ -84,6 +86,10 @@ class Executor:
         #: unconditionally.
         self.words = idle_words()
         self.tags: dict[tuple[str, int], int] = {}
+        #: Reads each running unit's fetch stamp (``Unit.read_at``) while it runs: the worker's idle
+        #: clock, which window steps time their inputs' silence on (see
+        #: :mod:`cadenza.worker.idle_clock`); a private one when nothing reads it.
+        self.read_clock = IdleClock()
 
     def run_for(self, seconds: float) -> int:
         """Run quanta, best priority first, until the buffer is empty, ``seconds`` have passed or the
@@ -140,6 +146,7 @@ class Executor:
         idle = IDLE
         words[0] = idle  # the partition word changes only while no offset is shown
         words[1] = self.tags.get((schedule.task.subtopology.input_topic, partition), UNKNOWN)
+        read_clock = self.read_clock
         ran = 0
         busy = 0.0
         waited = 0.0
@@ -147,6 +154,7 @@ class Executor:
         try:
             for ctx, unit in quantum:
                 words[0] = unit.offset
+                read_clock.at = unit.read_at
                 started = perf()
                 run(unit, unit.key, unit.value, unit.event_time, None)
                 finished = perf()
@@ -177,6 +185,7 @@ class Executor:
                 last = ctx
                 ran += 1
         finally:
+            read_clock.at = None
             metrics.processed += ran
             queue_waits.sum += waited
             run_times.sum += busy

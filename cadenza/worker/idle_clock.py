@@ -19,6 +19,18 @@ out and the records that waited in Kafka meanwhile late. So the clock also count
 :meth:`fetch_ended`): time inside a fetch is time the worker was listening and counts in full (also
 a poll that waits for records), and a loop round between fetches normally takes far less than
 ``read_gap``.
+
+And silence is measured on the fetch timeline, not the run timeline. A record's turn to run depends
+on the scheduler: under load a lax pipeline's partition can wait seconds in the buffer behind
+urgent work while the worker keeps fetching. Timed when it ran, the records that waited looked
+like seconds of silence of every input they did not come from, although those inputs' next records
+had been fetched right behind them; the first record run after such a wait could time them out,
+and their queued records then went late. So the worker stamps each record with this clock when it
+is fetched (``Unit.read_at``), and while a record runs the clock reads that stamp (:attr:`at`, set by
+the executor). An input's silence is thus the time between fetching its last record and fetching
+the record that finds it silent, whenever the two run. While the flow control keeps every
+partition paused (the buffer is full, or the producer pushes back) the worker reads nothing, so
+that time is a stall too.
 """
 
 from __future__ import annotations
@@ -39,7 +51,7 @@ class IdleClock:
     """Seconds of ``base`` time outside :meth:`stalled` stretches and outside the part of each
     stretch between fetches beyond ``read_gap`` (monotonic, starts anywhere)."""
 
-    __slots__ = ("_base", "_cut_from", "_depth", "_gap_from", "_read_gap", "_since", "_stalled")
+    __slots__ = ("_base", "_cut_from", "_depth", "_gap_from", "_read_gap", "_since", "_stalled", "at")
 
     def __init__(self, base: Callable[[], float] = time.monotonic, *, read_gap: float | None = None) -> None:
         if read_gap is not None and not read_gap > 0.0:
@@ -55,8 +67,14 @@ class IdleClock:
         #: Infinite while no gap is open (inside a fetch, before the first, without ``read_gap``).
         self._gap_from = math.inf
         self._cut_from = math.inf
+        #: While a fetched record runs: this clock's reading when it was fetched, which :meth:`now`
+        #: returns instead of the time (``None``: none runs, or it was not fetched by the worker).
+        self.at: float | None = None
 
     def now(self) -> float:
+        at = self.at
+        if at is not None:
+            return at
         since = self._since
         t = self._base() if since is None else since
         cut_from = self._cut_from

@@ -382,6 +382,7 @@ class Worker:
         self._flow = FlowControl(max_buffered, lanes=len(self.lanes), shares=len(set(targets.values())) > 1)
         #: Runs and measures quanta (the schedules, output and emitter are given to it at the start).
         self._executor = Executor(self.scheduler, self.policy, self.stop_pipeline)
+        self._executor.read_clock = self.idle_clock
         #: Assign, revoke and lost: the one place the group's decisions are handled.
         self._rebalance = Rebalance(
             self._restore,
@@ -852,6 +853,7 @@ class Worker:
         """
         now = time.time()
         enqueued = time.perf_counter()
+        read_at = self.idle_clock.now()
         trace_bits = trace_id_bits()
         last_key: tuple[str, int] | None = None
         batch: PartitionBatch | None = None
@@ -896,6 +898,7 @@ class Worker:
                     unit.ctx = ctx
                     unit.pending = pending
                     unit.enqueued = enqueued
+                    unit.read_at = read_at
                     pending[1] += 1
                     if ctx is stage.ctx:
                         stage.units.append(unit)
@@ -1019,9 +1022,16 @@ class Worker:
         fetcher, output = self._fetcher, self._output
         if fetcher is None or output is None or not self._consumers:
             return
+        was_full = fetcher.flow.full
         fetcher.regulate(
             len(self.scheduler), self._queued, self._held, output.pressure, waiting=self._restorer.holding
         )
+        full = fetcher.flow.full
+        if full != was_full:  # every partition paused: the worker reads nothing (see idle_clock.py)
+            if full:
+                self.idle_clock.stall()
+            else:
+                self.idle_clock.unstall()
 
     def _usable(self, message: Message) -> bool:
         try:

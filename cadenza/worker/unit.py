@@ -55,6 +55,9 @@ class Unit:
     trace_id: int = 0
     #: ``perf_counter()`` when the unit was queued (its queue wait is measured from here).
     enqueued: float = 0.0
+    #: The worker's idle clock when the record was fetched: what its window inputs' silence is
+    #: measured on while it runs (see :mod:`cadenza.worker.idle_clock`); ``None``: the time it runs.
+    read_at: float | None = None
     #: How many records key_by steps produced from this unit so far: the next one's sequence number
     #: in its origin header. Kept on the unit, so a unit that emits again later (a processor's
     #: timer firing with the partition's last unit) continues its sequence, never repeats it.

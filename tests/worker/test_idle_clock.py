@@ -195,3 +195,42 @@ def test_the_clock_counts_what_a_quarter_by_quarter_brute_force_counts(
             clock.unstall()
             depth -= 1
         assert clock.now() - start == counted * QUARTER
+
+
+def test_while_a_fetched_record_runs_the_clock_reads_its_fetch_stamp() -> None:
+    base = Base()
+    clock = IdleClock(base, read_gap=1.0)
+    stamp = clock.now()
+    base.t += 20
+    clock.at = stamp  # the executor, while the record fetched at `stamp` runs
+    assert clock.now() == stamp
+    clock.at = None
+    assert clock.now() == stamp + 20
+
+
+def test_silence_between_fetch_stamps_times_out_what_silence_between_runs_would_not_and_back() -> None:
+    """Input 1's records were fetched 0.2 s apart and ran 5 s apart (queued behind other work):
+    measured on the fetch stamps it was never silent; measured when they ran it was."""
+    base = Base()
+    clock = IdleClock(base)
+    stamped = WatermarkTracker([0, 1], idle_timeout=1.0, clock=clock.now)
+    timed_on_runs = WatermarkTracker([0, 1], idle_timeout=1.0, clock=base)
+    first = clock.now()
+    for tracker in (stamped, timed_on_runs):
+        clock.at = first
+        tracker.observe(0, 1.0)
+        tracker.observe(1, 2.0)
+        clock.at = None
+    ahead, behind = first + 0.1, first + 0.2  # fetched right after: input 0 far ahead, then input 1
+    base.t += 5  # the records wait in the buffer
+    clock.at = ahead
+    stamped.observe(0, 25.0)
+    timed_on_runs.observe(0, 25.0)
+    assert not stamped.is_idle(1)
+    assert stamped.watermark() == 2.0
+    assert timed_on_runs.is_idle(1)
+    assert timed_on_runs.watermark() == 25.0  # input 1's queued record at 5.0 would be late
+    clock.at = behind
+    stamped.observe(1, 5.0)
+    clock.at = None
+    assert stamped.watermark() == 5.0

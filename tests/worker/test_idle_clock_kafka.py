@@ -14,13 +14,17 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 from pydantic import BaseModel
 
 from cadenza.pipelines import Pipeline, Tumbling
 from cadenza.settings import KafkaSettings
+from cadenza.state import encode_key
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
-from tests.worker.kafka_io import produce, reading, running
+from cadenza.worker.idle_clock import IdleClock
+from cadenza.worker.wire import ORIGIN_HEADER, encode_record_value, pack_origin
+from tests.worker.kafka_io import fetched, produce, reading, running
 
 pytestmark = pytest.mark.kafka
 
@@ -76,3 +80,103 @@ def test_a_user_function_blocking_the_loop_times_no_window_input_out(
         }
     assert worker.counters.late == 0
     assert counts == {("a", 0.0): 2, ("b", 0.0): 2}
+
+
+def repartitioned(topic: str, offset: int, *, upstream: int, origin: int, key: str, ts: float) -> Message:
+    """A record of the window's repartition topic (partition 0) as its consumer returns it, written
+    by the key_by of source partition ``upstream``."""
+    return Message(
+        topic=topic,
+        partition=0,
+        offset=offset,
+        key=encode_key(key),
+        value=encode_record_value(Event(key=key, ts=ts)),
+        headers=[(ORIGIN_HEADER, pack_origin(upstream, origin, 0, ts))],
+        timestamp=(TIMESTAMP_CREATE_TIME, int(time.time() * 1000)),
+    )
+
+
+@pytest.mark.parametrize("stamped", [True, False], ids=["fetch-stamps", "run-times"])
+def test_records_queued_behind_other_work_time_no_window_input_out(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, stamped: bool
+) -> None:
+    """A started worker is handed its window's records as its fetches would hand them: input 1's
+    second record is fetched 0.1 s after input 0's record that moves past the window, and both then
+    wait in the buffer for three idle timeouts while the worker goes on fetching (under load, behind
+    more urgent work). Timed on the fetch stamps (the worker's way), input 1 was not silent and
+    nothing is late; the control times the same run on when records ran, and input 1's record goes
+    to ``.late``."""
+    source, out = new_topic(partitions=2), new_topic()
+    name = f"queued-{uuid.uuid4().hex[:6]}"
+    p = Pipeline(name, tenant="t", latency_target="1s")
+    p.source(source, value=Event, timestamp="ts").key_by(lambda e: e.key).window(Tumbling(10.0)).count().sink(
+        out
+    )
+    worker = Worker([p], kafka_settings, group=f"g-{name}", watermark_idle_timeout=1.0)
+    worker.start()
+    if not stamped:
+        worker._executor.read_clock = IdleClock()  # the stamps are read by nobody: silence is run time
+    topic = {s.task.subtopology.input_kind: s for s in worker._schedules}[
+        "repartition"
+    ].task.subtopology.input_topic
+    clock = worker.idle_clock
+    try:
+        worker.admit(
+            [
+                repartitioned(topic, 0, upstream=0, origin=0, key="a", ts=1.0),
+                repartitioned(topic, 1, upstream=1, origin=0, key="b", ts=2.0),
+            ]
+        )
+        assert worker.run_for(5.0) == 2
+        worker.admit([repartitioned(topic, 2, upstream=0, origin=1, key="a", ts=25.0)])
+        time.sleep(0.1)
+        worker.admit([repartitioned(topic, 3, upstream=1, origin=1, key="b", ts=5.0)])
+        queued = time.monotonic() + 3.0
+        while time.monotonic() < queued:  # the worker's rounds: fetches, the window's records wait
+            clock.fetch_started()
+            time.sleep(0.05)
+            clock.fetch_ended()
+            time.sleep(0.01)
+        clock.fetch_started()
+        clock.fetch_ended()
+        assert worker.run_for(5.0) == 2
+    finally:
+        worker.close()
+    assert worker.counters.late == (0 if stamped else 1)
+
+
+def test_while_the_buffer_is_full_and_every_partition_paused_the_idle_clock_stands_still(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    """The worker reads nothing while its flow control keeps every partition paused, so that time is
+    no input's silence; it counts again once the buffer drained and the partitions resumed."""
+    source, out = new_topic(partitions=2), new_topic()
+    name = f"full-{uuid.uuid4().hex[:6]}"
+    p = Pipeline(name, tenant="t", latency_target="1s")
+    p.source(source, value=Event, timestamp="ts").map(lambda e: e).sink(out)
+    worker = Worker([p], kafka_settings, group=f"g-{name}", max_buffered=4)
+    worker.start()
+    clock = worker.idle_clock
+    now_ms = int(time.time() * 1000)
+    try:
+        worker.admit(
+            [fetched(source, 0, offset, record("a", 1.0 + offset, 0)[1], now_ms) for offset in range(6)]
+        )
+        fetcher = worker._fetcher
+        assert fetcher is not None
+
+        def full() -> bool:
+            return fetcher.flow.full
+
+        worker._flow_control()
+        assert full()
+        stood = clock.now()
+        time.sleep(0.3)
+        assert clock.now() == stood
+        assert worker.run_for(5.0) == 6
+        worker._flow_control()
+        assert not full()
+        time.sleep(0.3)
+        assert clock.now() >= stood + 0.25
+    finally:
+        worker.close()
