@@ -122,6 +122,11 @@ _INF = math.inf
 
 _log = logging.getLogger("cadenza.worker")
 
+#: A key_by's heartbeats for input partitions whose records wait in the worker go out every this
+#: share of the idle timeout (at least every ``progress_interval``): a window downstream hears of
+#: them several times before it would time them out.
+HEARTBEAT_SHARE = 0.25
+
 
 def make_policy(policy: str | SchedulingPolicy, graphs: Sequence[PipelineGraph]) -> SchedulingPolicy:
     """The policy object for a name or import path, given its pipelines' tenant weights; a policy
@@ -374,6 +379,8 @@ class Worker:
         self._schedules: list[TaskSchedule] = []
         #: key_by steps that send progress records to their repartition topic every progress_interval.
         self._keyed: list[KeyByOp] = []
+        #: The same steps with the topic their sub-topology reads (whose partitions they report on).
+        self._keyed_inputs: list[tuple[KeyByOp, str]] = []
         #: In-flight records, pending offsets, changelogged state: the one place commits happen.
         self._checkpoint = Checkpoint(self.counters, commit_interval)
         # A trickle of records runs the buffer dry after each one: commit then at most every poll.
@@ -399,6 +406,7 @@ class Worker:
         #: (never committable), and its partitions stay paused.
         self._held: dict[str, int] = {}
         self._last_progress = 0.0
+        self._next_heartbeat = 0.0
 
     # -- what it runs ---------------------------------------------------------------------------------
 
@@ -533,6 +541,7 @@ class Worker:
         self._processors = any(task.processors for task in plan.tasks)
         self._tasks = list(plan.tasks)
         self._keyed = list(plan.keyed)
+        self._keyed_inputs = [(op, task.subtopology.input_topic) for task in plan.tasks for op in task.keyed]
         self._schedules = list(plan.schedules)
         executor = self._executor
         executor.schedules, executor.output, executor.emitter = self._schedules, self._output, self.emitter
@@ -1080,6 +1089,35 @@ class Worker:
         self._last_progress = now
         for keyed in self._keyed:
             self.counters.progress_records += keyed.broadcast_progress()
+        idle_timeout = self.watermark_idle_timeout
+        if idle_timeout is not None and now >= self._next_heartbeat:
+            self._next_heartbeat = now + max(self.progress_interval, idle_timeout * HEARTBEAT_SHARE)
+            self._send_heartbeats()
+
+    def _send_heartbeats(self) -> None:
+        """Heartbeats (:meth:`KeyByOp.heartbeat`) for the assigned input partitions of key_by steps
+        whose records wait in this worker: queued, paused or waiting for their state. Their silence
+        downstream would be this worker's doing, not their input's (see ``docs/watermarks.md``)."""
+        fetcher = self._fetcher
+        paused = fetcher.flow.paused if fetcher is not None else {}
+        holding = self._restorer.holding
+        assignment = self.assignment
+        held = self._held
+        for keyed, topic in self._keyed_inputs:
+            if held and held.get(topic):
+                continue  # a stopped pipeline's: its records never run, nor does what reads its key_by
+            waiting = [
+                partition
+                for assigned, partition in assignment
+                if assigned == topic
+                and (
+                    (topic, partition) in paused
+                    or (topic, partition) in holding
+                    or self._queued(topic, partition)
+                )
+            ]
+            if waiting:
+                self.counters.progress_records += keyed.heartbeat(sorted(waiting))
 
     def commit(self) -> None:
         """Commit everything that finished, waiting until it is durable: outputs acknowledged, then

@@ -4,6 +4,10 @@ timeout times no window input out, so the records that waited in Kafka meanwhile
 Upstream partition 1 delivers a record before the block and one during it; partition 0's record
 after the blocking one moves past the window. Counted on physical time, partition 1 would be idle
 by then: the window would close without partition 1's second record, which would go to ``.late``.
+
+Also: records waiting in the buffer behind the worker's fetch rounds time no input out (silence is
+timed on fetch stamps); the idle clock stands still while the buffer is full; and a key_by sends
+heartbeats for input partitions whose records wait in the worker.
 """
 
 from __future__ import annotations
@@ -23,8 +27,15 @@ from cadenza.state import encode_key
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
 from cadenza.worker.idle_clock import IdleClock
-from cadenza.worker.wire import ORIGIN_HEADER, encode_record_value, pack_origin
-from tests.worker.kafka_io import fetched, produce, reading, running
+from cadenza.worker.operators.routing import HEARTBEAT_FLOOR
+from cadenza.worker.wire import (
+    ORIGIN_HEADER,
+    PROGRESS_HEADER,
+    encode_record_value,
+    pack_origin,
+    unpack_progress,
+)
+from tests.worker.kafka_io import Reader, fetched, produce, reading, running
 
 pytestmark = pytest.mark.kafka
 
@@ -82,6 +93,18 @@ def test_a_user_function_blocking_the_loop_times_no_window_input_out(
     assert counts == {("a", 0.0): 2, ("b", 0.0): 2}
 
 
+def _counting_worker(settings: KafkaSettings, source: str, out: str, prefix: str) -> Worker:
+    """A started worker counting records per key in 10 s windows after a key_by, idle timeout 1 s."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    p = Pipeline(name, tenant="t", latency_target="1s")
+    p.source(source, value=Event, timestamp="ts").key_by(lambda e: e.key).window(Tumbling(10.0)).count().sink(
+        out
+    )
+    worker = Worker([p], settings, group=f"g-{name}", watermark_idle_timeout=1.0)
+    worker.start()
+    return worker
+
+
 def repartitioned(topic: str, offset: int, *, upstream: int, origin: int, key: str, ts: float) -> Message:
     """A record of the window's repartition topic (partition 0) as its consumer returns it, written
     by the key_by of source partition ``upstream``."""
@@ -106,14 +129,8 @@ def test_records_queued_behind_other_work_time_no_window_input_out(
     more urgent work). Timed on the fetch stamps (the worker's way), input 1 was not silent and
     nothing is late; the control times the same run on when records ran, and input 1's record goes
     to ``.late``."""
-    source, out = new_topic(partitions=2), new_topic()
-    name = f"queued-{uuid.uuid4().hex[:6]}"
-    p = Pipeline(name, tenant="t", latency_target="1s")
-    p.source(source, value=Event, timestamp="ts").key_by(lambda e: e.key).window(Tumbling(10.0)).count().sink(
-        out
-    )
-    worker = Worker([p], kafka_settings, group=f"g-{name}", watermark_idle_timeout=1.0)
-    worker.start()
+    source = new_topic(partitions=2)
+    worker = _counting_worker(kafka_settings, source, new_topic(), "queued")
     if not stamped:
         worker._executor.read_clock = IdleClock()  # the stamps are read by nobody: silence is run time
     topic = {s.task.subtopology.input_kind: s for s in worker._schedules}[
@@ -178,5 +195,56 @@ def test_while_the_buffer_is_full_and_every_partition_paused_the_idle_clock_stan
         assert not full()
         time.sleep(0.3)
         assert clock.now() >= stood + 0.25
+    finally:
+        worker.close()
+
+
+def _progress(reader: Reader, topic: str) -> list[tuple[int, int, float]]:
+    found = []
+    for r in reader.records[topic]:
+        packed = r.headers.get(PROGRESS_HEADER)
+        if packed is not None:
+            found.append((r.partition, *unpack_progress(packed)))
+    return sorted(found)
+
+
+def test_a_partition_whose_records_wait_in_the_worker_beats_and_one_with_none_does_not(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    """A key_by's heartbeats through the broker: on every partition of the repartition topic for the
+    input partition whose record waits in the buffer, none for the one with nothing waiting."""
+    source = new_topic(partitions=2)
+    worker = _counting_worker(kafka_settings, source, new_topic(), "beats")
+    try:
+        deadline = time.monotonic() + 60
+        while not {(source, 0), (source, 1)} <= worker.assignment:
+            assert time.monotonic() < deadline, "the worker got no partitions"
+            worker.step()
+        keyed = worker._keyed[0]
+        output = worker._output
+        assert output is not None
+        waiting = fetched(source, 1, 0, json.dumps({"key": "b", "ts": 5.0}).encode(), int(time.time() * 1000))
+        worker.admit([waiting])  # fetched, not run: it waits in the buffer
+        worker._broadcast_progress(time.monotonic() + 60)  # past the heartbeat interval
+        output.producer.flush(10)
+        with reading(kafka_settings, [keyed.topic]) as reader:
+            reader.wait_for(
+                lambda r: len(_progress(reader, keyed.topic)) >= keyed.partitions, 30, "heartbeats"
+            )
+            reader.settle(0.5)
+            assert _progress(reader, keyed.topic) == [
+                (q, 1, HEARTBEAT_FLOOR) for q in range(keyed.partitions)
+            ]
+            assert worker.run_for(5.0) == 1  # it ran: progress grew, nothing waits any more
+            worker._broadcast_progress(time.monotonic() + 120)
+            output.producer.flush(10)
+            reader.wait_for(
+                lambda r: len(_progress(reader, keyed.topic)) >= 2 * keyed.partitions, 30, "progress"
+            )
+            reader.settle(0.5)
+            assert _progress(reader, keyed.topic) == sorted(
+                [(q, 1, HEARTBEAT_FLOOR) for q in range(keyed.partitions)]
+                + [(q, 1, 5.0) for q in range(keyed.partitions)]
+            )
     finally:
         worker.close()

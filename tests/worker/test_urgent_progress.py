@@ -1,8 +1,13 @@
 """When a key_by sends its progress records: on the interval, and early when an input partition has
-just moved past the next window close downstream. What the records say does not change."""
+just moved past the next window close downstream; and heartbeats, progress said again for input
+partitions whose records wait in the worker, so that a window downstream does not time them out
+while they are only late in reaching the key_by (``docs/watermarks.md``). What the records say
+does not change. No broker: the operators with a recording output (and a virtual clock)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -14,7 +19,7 @@ from cadenza.worker.context_stamps import first_close_after
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
-from cadenza.worker.operators.routing import URGENT_PROGRESS_SHARE, KeyByOp, progress_due
+from cadenza.worker.operators.routing import HEARTBEAT_FLOOR, URGENT_PROGRESS_SHARE, KeyByOp, progress_due
 from cadenza.worker.operators.window_step import WindowOp
 from cadenza.worker.output import Output
 from cadenza.worker.unit import Unit
@@ -31,24 +36,41 @@ class _Output:
     ) -> None:
         self.records.append((topic, partition, dict(headers or [])))
 
+    def progress(self) -> list[tuple[int, int, float]]:
+        """(repartition partition, upstream partition, event time) of the progress records, in order."""
+        return [(p, *unpack_progress(h[PROGRESS_HEADER])) for _, p, h in self.records if PROGRESS_HEADER in h]
+
 
 class _Nothing(Operator):
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Any) -> None:
         pass
 
 
-def _window(size: float, out_of_orderness: float, output: _Output) -> WindowOp:
-    counters = WorkerCounters()
+def _window(
+    size: float,
+    out_of_orderness: float,
+    output: _Output,
+    counters: WorkerCounters | None = None,
+    *,
+    inputs: tuple[int, ...] = (0,),
+    idle_timeout: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> WindowOp:
+    """A count per key in tumbling windows of ``size`` s, its results dropped."""
+    counters = counters if counters is not None else WorkerCounters()
     return WindowOp(
         "count",
         Tumbling(size),
         NodeFunctions(init=lambda: 0, add=lambda acc, v: acc + 1, result=lambda acc: acc),
         allowed_lateness=0.0,
+        inputs=inputs,
         max_out_of_orderness=out_of_orderness,
         changelog_topic="cl",
         next=_Nothing("next"),
         dead=DeadLetters("dead", "late", cast(Output, output), counters),
         counters=counters,
+        idle_timeout=idle_timeout,
+        clock=clock,
     )
 
 
@@ -68,8 +90,12 @@ def _urgent(op: KeyByOp) -> bool:
     return op.urgent
 
 
-def _unit(partition: int, offset: int, event_time: float) -> Unit:
-    return Unit("p", "rekey", "in", partition, offset, None, "k", event_time, cast(Message, None))
+def _unit(
+    partition: int, offset: int, event_time: float, origin: tuple[int, int, int, float] | None = None
+) -> Unit:
+    unit = Unit("p", "rekey", "in", partition, offset, None, "k", event_time, cast(Message, None))
+    unit.origin = origin
+    return unit
 
 
 def test_progress_is_due_on_the_interval_or_early_when_urgent() -> None:
@@ -94,7 +120,7 @@ def test_first_close_after_is_strictly_later_than_the_event_time() -> None:
 
 def test_a_record_past_the_next_close_makes_the_key_by_urgent_and_the_broadcast_calms_it() -> None:
     output = _Output()
-    op = _key_by(output, partitions=3)
+    op = _key_by(output, 3)
     op.release = first_close_after(_window(1.0, 0.05, output))
     op.process(_unit(0, 0, 0.2), "a", "a", 0.2, None)
     op.process(_unit(1, 0, 0.3), "b", "b", 0.3, None)
@@ -128,3 +154,87 @@ def test_without_a_window_downstream_progress_follows_the_interval_only() -> Non
     op.broadcast_progress()
     op.process(_unit(0, 1, 50.0), "a", "a", 50.0, None)
     assert not _urgent(op)
+
+
+def test_a_partition_nothing_reached_yet_beats_at_the_floor_on_every_partition() -> None:
+    output = _Output()
+    op = _key_by(output, 3)
+    assert op.heartbeat([1]) == 3
+    assert output.progress() == [(p, 1, HEARTBEAT_FLOOR) for p in range(3)]
+
+
+def test_a_heartbeat_repeats_what_was_sent_and_leaves_growth_to_the_broadcast() -> None:
+    output = _Output()
+    op = _key_by(output, 2)
+    op.process(_unit(0, 0, 5.0), "k", "a", 5.0, None)
+    assert op.heartbeat([0]) == 0  # 5.0 not sent yet: the broadcast sends it
+    assert op.broadcast_progress() == 2
+    output.records.clear()
+    assert op.heartbeat([0]) == 2
+    assert output.progress() == [(0, 0, 5.0), (1, 0, 5.0)]
+    output.records.clear()
+    assert op.broadcast_progress() == 0  # a heartbeat is no growth
+
+
+def test_without_a_watermark_downstream_a_key_by_beats_nothing() -> None:
+    output = _Output()
+    assert _key_by(output, 0).heartbeat([0, 1]) == 0
+    assert output.records == []
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _late_records_when_partition_1_waits_upstream(heartbeats: bool) -> tuple[int, int]:
+    """A window at repartition partition 0 with upstream partitions 0 and 1, idle timeout 1 s.
+    Upstream partition 1's next record waits three idle timeouts in its worker (queued behind other
+    work) while partition 0's records move past the window; then it arrives. Returns the late
+    records and the window results."""
+    clock, output = _Clock(), _Output()
+    counters = WorkerCounters()
+    window = _window(10.0, 0.0, output, counters, inputs=(0, 1), idle_timeout=1.0, clock=clock)
+    beats = _Output()
+    upstream_1 = _key_by(beats, 2)  # the key_by of upstream partition 1, in another worker
+    offsets = iter(range(1000))
+
+    def record(source: int, event_time: float) -> None:
+        offset = next(offsets)
+        unit = _unit(0, offset, event_time, (source, offset, 0, event_time))
+        window.process(unit, "k", "v", event_time, None)
+
+    record(0, 1.0)
+    record(1, 2.0)
+    upstream_1.process(_unit(1, 0, 2.0), "k", "v", 2.0, None)
+    upstream_1.broadcast_progress()
+    for step in range(12):
+        clock.t += 0.25
+        if heartbeats:
+            beats.records.clear()
+            upstream_1.heartbeat([1])
+            for partition, source, event_time in beats.progress():
+                if partition == 0:  # what reaches this window's repartition partition
+                    offset = next(offsets)
+                    window.progress(
+                        _unit(0, offset, event_time, (source, -1, -1, event_time)), source, event_time
+                    )
+        record(0, 2.0 + step)
+    record(0, 25.0)
+    record(1, 5.0)  # upstream partition 1's waiting record reaches the window at last
+    return counters.late, counters.window_results
+
+
+def test_heartbeats_keep_an_input_whose_records_wait_upstream_from_timing_out() -> None:
+    late, results = _late_records_when_partition_1_waits_upstream(heartbeats=True)
+    assert late == 0
+    assert results == 0  # [0, 10) waits for upstream partition 1
+
+
+def test_without_heartbeats_the_same_wait_times_the_input_out_and_its_record_is_late() -> None:
+    late, results = _late_records_when_partition_1_waits_upstream(heartbeats=False)
+    assert late == 1
+    assert results == 2  # [0, 10) closed without partition 1's record at 5.0, then [10, 20)

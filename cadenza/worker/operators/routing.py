@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -32,7 +32,15 @@ from cadenza.worker.wire import (
     pack_progress,
 )
 
-__all__ = ["URGENT_PROGRESS_SHARE", "KeyByOp", "KeyByStamp", "SinkOp", "SinkStamp", "progress_due"]
+__all__ = [
+    "HEARTBEAT_FLOOR",
+    "URGENT_PROGRESS_SHARE",
+    "KeyByOp",
+    "KeyByStamp",
+    "SinkOp",
+    "SinkStamp",
+    "progress_due",
+]
 
 _NEG_INF = -math.inf
 _INF = math.inf
@@ -41,6 +49,11 @@ _INF = math.inf
 #: after the previous one, so that a backlog crossing a window per record does not send progress
 #: after every run slice.
 URGENT_PROGRESS_SHARE = 0.2
+
+#: What a heartbeat (see :meth:`KeyByOp.heartbeat`) says of an input partition none of whose records
+#: has reached the key_by yet: an event time below any record's, so the watermark downstream stays
+#: where it is. Finite, because a reader refuses a progress record without a finite event time.
+HEARTBEAT_FLOOR = -1e300
 
 
 def progress_due(keyed: Sequence[KeyByOp], elapsed: float, interval: float) -> bool:
@@ -201,6 +214,35 @@ class KeyByOp(_Writer):
             if release is not None:
                 self._due[upstream] = release(event_time)
             headers: OutHeaders = [(PROGRESS_HEADER, pack_progress(upstream, event_time))]
+            for partition in range(self.partitions):
+                self.output.produce(self.topic, None, None, headers, partition)
+            written += self.partitions
+        return written
+
+    def heartbeat(self, upstream_partitions: Iterable[int]) -> int:
+        """Progress records saying again how far each of ``upstream_partitions`` got, although it got
+        no further; returns how many were written.
+
+        For input partitions whose records wait in this worker (queued behind more urgent work,
+        paused at their buffer share, or waiting for their state): a window downstream that hears
+        nothing of such a partition for its idle timeout stops waiting for it, and the records
+        that are only late in reaching this key_by would then be late there. A heartbeat restarts
+        that timeout, as a record would, and claims nothing new: the event time last sent, or
+        :data:`HEARTBEAT_FLOOR` before the first. A partition whose progress grew is left to
+        :meth:`broadcast_progress`, which sends it anyway.
+        """
+        if not self.partitions:
+            return 0
+        progress, sent = self._progress, self._sent
+        written = 0
+        for upstream in upstream_partitions:
+            got = progress.get(upstream)
+            told = sent.get(upstream)
+            if got is not None and (told is None or got > told):
+                continue
+            headers: OutHeaders = [
+                (PROGRESS_HEADER, pack_progress(upstream, HEARTBEAT_FLOOR if told is None else told))
+            ]
             for partition in range(self.partitions):
                 self.output.produce(self.topic, None, None, headers, partition)
             written += self.partitions
