@@ -540,8 +540,8 @@ class Worker:
         )
         self._processors = any(task.processors for task in plan.tasks)
         self._tasks = list(plan.tasks)
-        self._keyed = list(plan.keyed)
         self._keyed_inputs = [(op, task.subtopology.input_topic) for task in plan.tasks for op in task.keyed]
+        self._keyed = [op for op, _ in self._keyed_inputs]
         self._schedules = list(plan.schedules)
         executor = self._executor
         executor.schedules, executor.output, executor.emitter = self._schedules, self._output, self.emitter
