@@ -19,6 +19,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Hashable, Iterable
+from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from cadenza.durations import parse_duration
@@ -52,6 +53,8 @@ A = TypeVar("A")
 R = TypeVar("R")
 
 _NEG_INF = -math.inf
+#: How much earlier than an input's idle timeout :meth:`WatermarkTracker.watermark` looks again (s).
+_CHECK_MARGIN = 1e-6
 
 
 def _seconds(value: Duration, what: str) -> float:
@@ -96,7 +99,18 @@ class WatermarkTracker:
     count and log it.
     """
 
-    __slots__ = ("_clock", "_current", "_idle_timeout", "_max_ooo", "_on_idle", "_partitions")
+    __slots__ = (
+        "_check_at",
+        "_clock",
+        "_current",
+        "_dirty",
+        "_heap",
+        "_idle_timeout",
+        "_ids",
+        "_max_ooo",
+        "_on_idle",
+        "_partitions",
+    )
 
     def __init__(
         self,
@@ -114,6 +128,17 @@ class WatermarkTracker:
         self._current = _NEG_INF
         now = clock()
         self._partitions: dict[Hashable, _PartitionClock] = {p: _PartitionClock(now) for p in partitions}
+        # :meth:`watermark` is asked at every record, and a full pass over the partitions costs their
+        # number (a window after a key_by has one per upstream partition). So a pass keeps the
+        # partitions holding the watermark back in a heap by largest event time (``_heap``: entries
+        # ``(event time, tiebreak, partition)``; a record that raises a partition's time pushes a
+        # new entry, and outdated ones are dropped when they reach the top), and the earliest time
+        # one of them can time out (``_check_at``). Another pass is made only then, or when a
+        # partition joins, leaves, goes idle or comes back (``_dirty``).
+        self._heap: list[tuple[float, int, Hashable]] = []
+        self._ids = itertools.count()  # the tiebreak: partitions need not be comparable
+        self._check_at = _NEG_INF
+        self._dirty = True
 
     @property
     def partitions(self) -> list[Hashable]:
@@ -123,17 +148,26 @@ class WatermarkTracker:
         """Start tracking a newly assigned partition (it holds the watermark back until it delivers)."""
         if partition not in self._partitions:
             self._partitions[partition] = _PartitionClock(self._clock())
+            self._dirty = True
 
     def remove_partition(self, partition: Hashable) -> None:
         """Stop tracking a revoked partition."""
-        self._partitions.pop(partition, None)
+        if self._partitions.pop(partition, None) is not None:
+            self._dirty = True
 
     def observe(self, partition: Hashable, event_time: float) -> None:
         """Account a record; partitions not seen before are added on the fly."""
         clock = self._partitions.get(partition)
         if clock is None:
             clock = self._partitions[partition] = _PartitionClock(0.0)
-        clock.max_event_time = max(clock.max_event_time, event_time)
+            self._dirty = True
+        elif clock.idle or clock.timed_out:
+            self._dirty = True  # it rejoins
+        if event_time > clock.max_event_time:
+            clock.max_event_time = event_time
+            if not self._dirty:
+                heap = self._heap
+                heappush(heap, (event_time, next(self._ids), partition))
         clock.idle = False
         clock.timed_out = False
         if self._idle_timeout is not None:
@@ -146,6 +180,8 @@ class WatermarkTracker:
         records the replay leads up to, and make them late."""
         clock = self._partitions.get(partition)
         if clock is not None:
+            if clock.idle or clock.timed_out:
+                self._dirty = True
             clock.idle = False
             clock.timed_out = False
             if self._idle_timeout is not None:
@@ -154,8 +190,9 @@ class WatermarkTracker:
     def mark_idle(self, partition: Hashable) -> None:
         """Let ``partition`` stop holding the watermark back until its next record."""
         clock = self._partitions.get(partition)
-        if clock is not None:
+        if clock is not None and not clock.idle:
             clock.idle = True
+            self._dirty = True
 
     def is_idle(self, partition: Hashable) -> bool:
         clock = self._partitions[partition]
@@ -171,8 +208,23 @@ class WatermarkTracker:
     def watermark(self) -> float:
         """The operator's current watermark (``-inf`` until every active partition has delivered)."""
         now = self._now()
+        heap = self._heap
+        if not self._dirty and now < self._check_at and len(heap) <= 2 * len(self._partitions) + 8:
+            partitions = self._partitions
+            while heap:
+                event_time, _, partition = heap[0]
+                clock = partitions.get(partition)
+                if clock is not None and clock.max_event_time == event_time:
+                    low = event_time - self._max_ooo
+                    self._current = max(self._current, low)
+                    break
+                heappop(heap)  # outdated: the partition has a later entry
+            return self._current  # an empty heap: every partition idle, as the last pass found
+        timeout = self._idle_timeout
         lowest = math.inf
         lowest_delivered = math.inf  # used when every partition is idle
+        check_at = math.inf
+        heap = []
         for partition, clock in self._partitions.items():
             if clock.idle or self._timed_out(clock, now):
                 if not clock.idle and not clock.timed_out:
@@ -183,10 +235,18 @@ class WatermarkTracker:
                     lowest_delivered = min(lowest_delivered, clock.max_event_time)
                 continue
             lowest = min(lowest, clock.max_event_time)
+            heap.append((clock.max_event_time, next(self._ids), partition))
+            if timeout is not None:
+                # A hair early: now - last_active >= timeout must never be missed to rounding.
+                check_at = min(check_at, clock.last_active + timeout - _CHECK_MARGIN)
         if lowest == math.inf:
             lowest = lowest_delivered
         if lowest != math.inf:
             self._current = max(self._current, lowest - self._max_ooo)
+        heapify(heap)
+        self._heap = heap
+        self._check_at = check_at
+        self._dirty = False
         return self._current
 
     def is_late(self, window_end: float, allowed_lateness: float = 0.0) -> bool:
