@@ -100,6 +100,7 @@ from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_
 from cadenza.worker.idle_clock import READ_GAP, IdleClock
 from cadenza.worker.inflight import Pending
 from cadenza.worker.lanes import Lane, plan_lanes, topic_targets
+from cadenza.worker.operators.progress import FrontierTap
 from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.output import Output
@@ -552,11 +553,15 @@ class Worker:
         self._stages = dict(plan.stages)
         self._checkpoint.windows.extend(plan.windows)
         self._flow.fanout = plan.fanout
-        stateful = {
+        stateful: dict[tuple[str, str, str], StatefulStep | FrontierTap] = {
             (schedule.tenant, schedule.pipeline, window.node_id): window
             for schedule in plan.schedules
             for window in schedule.task.windows
         }
+        for schedule in plan.schedules:  # a key_by's frontier times out inputs like a window
+            frontier = schedule.task.frontier
+            if frontier is not None:
+                stateful[(schedule.tenant, schedule.pipeline, frontier.node_id)] = frontier
         self.exporter.register_callback(
             names.WATERMARK_IDLE_TIMEOUTS, lambda: {labels: w.idle_timeouts for labels, w in stateful.items()}
         )

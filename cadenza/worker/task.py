@@ -13,7 +13,9 @@ it delivers (see ``docs/watermarks.md``). Such a task enters through a
 :class:`~cadenza.worker.operators.progress.ProgressGate`, and the key_by writing its topic sends it
 progress records (:meth:`~cadenza.worker.operators.routing.KeyByOp.broadcast_progress`). A key_by
 that only stateless steps separate from its task's entry learns its progress there, from every
-record run, through a :class:`~cadenza.worker.operators.progress.ProgressTap`.
+record run, through a :class:`~cadenza.worker.operators.progress.ProgressTap` (reading a source
+topic) or a :class:`~cadenza.worker.operators.progress.FrontierTap` (reading a repartition topic,
+where a partition's progress is the minimum over its upstream partitions).
 
 Hooks the worker passes in: ``store_factory`` makes each stateful step's store (memory by default,
 see :func:`cadenza.state.store_factory`); ``registry_client`` makes Avro sources read the Confluent
@@ -44,7 +46,7 @@ from cadenza.worker.decode import Decoder, RepartitionDecoder, SourceDecoder
 from cadenza.worker.operators.base import Operator, chain
 from cadenza.worker.operators.join_step import JoinOp
 from cadenza.worker.operators.process_step import ProcessOp
-from cadenza.worker.operators.progress import ProgressGate, ProgressTap
+from cadenza.worker.operators.progress import FrontierTap, ProgressGate, ProgressListener, ProgressTap
 from cadenza.worker.operators.routing import KeyByOp, SinkOp
 from cadenza.worker.operators.stateful import StatefulArgs, StatefulStep
 from cadenza.worker.operators.stateless import BranchOp, FilterOp, FlatMapOp, MapOp
@@ -93,7 +95,9 @@ class Task:
     its tasks); :meth:`close` releases them. ``keyed`` are its key_by steps that send progress
     records downstream: the worker calls their ``broadcast_progress`` every ``progress_interval``.
     ``processors`` are its process steps (also among ``windows``): the worker fires their wall-clock
-    timers from its loop, and :meth:`close` closes their processors.
+    timers from its loop, and :meth:`close` closes their processors. ``frontier``: where a task
+    reading a repartition topic learns how far its input partitions got for its key_bys (see
+    :class:`~cadenza.worker.operators.progress.FrontierTap`), if it has one.
     """
 
     subtopology: SubTopology
@@ -103,6 +107,7 @@ class Task:
     stores: list[StateStore] = field(default_factory=list)
     keyed: list[KeyByOp] = field(default_factory=list)
     processors: list[ProcessOp] = field(default_factory=list)
+    frontier: FrontierTap | None = None
 
     def decode(self, message: Message, topic: str, partition: int, offset: int) -> Unit | None:
         return self.decoder.decode(message, topic, partition, offset)
@@ -205,11 +210,24 @@ class _Builder:
         self.windows.reverse()
         root = self.downstream(sub.entry)
         tapped = [keyed for keyed in self.keyed if keyed.progress_at_entry]
-        if tapped:
+        listeners: list[ProgressListener] = list(self.windows)
+        frontier = None
+        if tapped and sub.input_kind == "repartition":
+            # A record here says how far its upstream partition got, not its input partition.
+            frontier = root = FrontierTap(
+                sub.entry,
+                root,
+                tapped,
+                sources=self.sources_of(sub),
+                idle_timeout=self.idle_timeout,
+                clock=self.clock,
+            )
+            listeners.append(frontier)
+        elif tapped:
             root = ProgressTap(sub.entry, root, tapped)
         if sub.input_kind == "repartition" and sub.needs_event_time:
-            root = ProgressGate(sub.entry, root, self.windows)
-        return Task(sub, decoder, root, self.windows, self.task_stores, self.keyed, self.processors)
+            root = ProgressGate(sub.entry, root, listeners)
+        return Task(sub, decoder, root, self.windows, self.task_stores, self.keyed, self.processors, frontier)
 
     def sources_of(self, sub: SubTopology) -> tuple[int, ...] | None:
         """The watermark inputs of a window or join reading ``sub``'s topic (``None``: not known)."""
@@ -280,7 +298,25 @@ class _Builder:
             store=self.new_store(node_id),
             idle_timeout=self.idle_timeout,
             clock=self.clock,
+            records_progress=self.records_progress(node_id),
         )
+
+    def records_progress(self, node_id: str) -> bool:
+        """Whether the records reaching stateful step ``node_id`` say how far their watermark inputs
+        got: not where each of its inputs is a repartition topic written by a key_by that itself reads
+        a repartition topic (see :class:`~cadenza.worker.operators.progress.FrontierTap`); there the
+        progress records alone do. A join with a source side keeps learning from records (that side
+        has no progress records)."""
+        readers = [sub for sub in self.subtopologies if node_id in sub.nodes]
+        if not readers or any(sub.input_kind != "repartition" for sub in readers):
+            return True
+        writers = [
+            writer
+            for sub in readers
+            for writer in self.subtopologies
+            if sub.input_topic in writer.repartition_topics
+        ]
+        return not any(writer.input_kind == "repartition" for writer in writers)
 
     def join_sources(self, node_id: str) -> dict[int, tuple[int, ...]]:
         """Per input (side) of join ``node_id``, its watermark inputs, where the plan knows them."""

@@ -63,6 +63,29 @@ def keys_by_partition(settings: KafkaSettings, topic: str) -> dict[int, str]:
     return chosen
 
 
+def keys_landing(settings: KafkaSettings, topic: str) -> dict[int, list[str]]:
+    """The keys ``user0``..``user39`` by the partition of a two-partition topic they land in."""
+    producer, errors = make_producer(settings)
+    report = DeliveryReport()
+    landed: dict[int, list[str]] = {0: [], 1: []}
+    for n in range(40):
+        key = f"user{n}"
+
+        def delivered(error: object, message: object, key: str = key) -> None:
+            report(error, message)  # type: ignore[arg-type]
+            landed[message.partition()].append(key)  # type: ignore[attr-defined]
+
+        producer.produce(topic, b"x", encode_key(key), on_delivery=delivered)
+    flush_or_raise(producer, report, timeout=30)
+    errors.raise_fatal()
+    assert len(landed[0]) >= 2 and landed[1], landed
+    return landed
+
+
+def everyone(event: Event) -> str:
+    return "all"
+
+
 def events(key: str, times: list[float], partition: int) -> list[Outgoing]:
     return [(None, json.dumps({"key": key, "ts": t}).encode(), partition) for t in times]
 
@@ -215,3 +238,48 @@ def test_progress_goes_out_after_the_quantum_without_waiting_for_the_loop(
         assert worker.counters.progress_records in (repartitions, 2 * repartitions)
     finally:
         worker.close()
+
+
+def test_a_key_by_after_a_key_by_holds_the_windows_back_for_its_slowest_upstream_partition(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    # Re-keyed by user, then all into one key: the second key_by reads the first one's repartition
+    # topic, whose partition 0 gets the records of users a and c from both source partitions. Source
+    # partition 0 runs far ahead before partition 1 delivers anything. The window may not close
+    # [0, 10) on partition 0's records alone: partition 1's records at 5 and 6 s are on time.
+    source, out, scratch = new_topic(partitions=2), new_topic(), new_topic(partitions=2)
+    landed = keys_landing(kafka_settings, scratch)
+    (a, c), d = landed[0][:2], landed[1][0]
+    name = f"chain-{uuid.uuid4().hex[:6]}"
+    p = Pipeline(name, tenant="t", latency_target="1s")
+    (
+        p.source(source, value=Event, timestamp="ts")
+        .key_by(key_of)
+        .map(lambda event: event)
+        .key_by(everyone)
+        .window(Tumbling(SIZE))
+        .count()
+        .sink(out)
+    )
+    repartitions = [n.repartition_topic for n in p.compile().nodes if n.repartition_topic]
+    assert len(repartitions) == 2 and repartitions[1] is not None
+    second = repartitions[1]
+    produce(kafka_settings, source, events(a, [1, 2], 0) + events(d, [3], 0))
+    produce(kafka_settings, source, events(a, [25], 0) + events(d, [26], 0))
+    produce(kafka_settings, source, events(a, [40], 0) + events(d, [41], 0))
+    worker = Worker([p], kafka_settings, group=f"g-{name}", watermark_idle_timeout=None)
+    with running(worker), reading(kafka_settings, [out, second]) as reader:
+        # Partition 0's records have passed both key_bys before partition 1 delivers anything.
+        reader.wait_for(
+            lambda r: sum(1 for x in r[second] if x.value is not None) >= 7, 60, "partition 0 re-keyed twice"
+        )
+        reader.settle(1.0)
+        assert reader.records[out] == []  # upstream partition 1 holds every window back
+        produce(kafka_settings, source, events(c, [5, 6, 45], 1))
+        # Input partition 0 of the second key_by got to min(40, 45), partition 1 to min(41, 45):
+        # the window's watermark is 40, closing [0, 10) and [20, 30).
+        reader.wait_for(lambda r: len(r[out]) >= 2, 60, "the [0, 10) and [20, 30) windows")
+        reader.settle(1.0)
+        got = [json.loads(r.value or b"") for r in reader.records[out]]
+    assert sorted((r["window_start"], r["value"]) for r in got) == [(0.0, 5), (20.0, 2)]
+    assert worker.counters.late == 0 and worker.counters.dead_letter_decode == 0

@@ -222,10 +222,14 @@ class JoinOp(StatefulOperator):
         tracker = part.tracker
         part.sides.add(side)
         tracker.remove_partition(_placeholder(side))
-        tracker.observe(input_id, event_time)
-        event_times = part.event_times
-        if event_time > event_times.get(input_id, -float("inf")):
-            event_times[input_id] = event_time
+        if self.records_progress:
+            tracker.observe(input_id, event_time)
+            event_times = part.event_times
+            if event_time > event_times.get(input_id, -float("inf")):
+                event_times[input_id] = event_time
+        else:  # only its progress records say how far the input got (see StatefulOperator)
+            tracker.add_partition(input_id)
+            tracker.heard(input_id)
         part.inputs[side] = offset + 1
         self.touched.add(partition)
         join.advance(tracker.watermark())

@@ -332,7 +332,8 @@ class ProcessOp(StatefulOperator):
             finally:
                 context.end()
         origin = unit.origin
-        self._observed(part, partition, 0 if origin is None else origin[0], event_time, unit.offset)
+        source = 0 if origin is None else origin[0]
+        self._observed(part, partition, source, event_time, unit.offset, record=True)
         self._advance(part, partition, unit)
         self._fire(part, partition, unit, _WALL, self.wall_clock())
 

@@ -14,26 +14,46 @@ whose records a filter drops for a while would send no progress, and every windo
 wait for it until the idle timeout, after which its next record passing the filter could be late.
 A record only claims how far its own input partition got, which the watermark rule allows (see
 ``docs/watermarks.md``: the bound on disorder is per source partition, filtered records included).
+
+:class:`FrontierTap`: the same for a sub-topology that reads a repartition topic (a ``key_by``
+after a ``key_by``). There a record does *not* say how far its input partition got: a repartition
+partition interleaves the records of every upstream partition as their workers happen to deliver
+them, so the largest event time seen on it is only how far the fastest upstream partition got, and
+the records of a slower one still to come would be late in the windows downstream. What the input
+partition can vouch for is its *frontier*: the minimum, over its upstream partitions (known from
+the plan), of the largest event time each has delivered there, by records or progress records.
+That is a window's watermark before ``max_out_of_orderness`` is taken off (the window downstream
+takes it off again, which the bound on disorder per source partition allows), and it follows the
+same rules: an upstream partition that has delivered nothing holds it back, until the idle timeout.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import logging
+import math
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol
 
-from cadenza.operators import Window
+from cadenza.operators import WatermarkTracker, Window
 from cadenza.worker.operators.base import Operator
 from cadenza.worker.operators.routing import KeyByOp
-from cadenza.worker.operators.stateful import StatefulStep
 from cadenza.worker.unit import Unit
 
-__all__ = ["ProgressGate", "ProgressTap"]
+__all__ = ["FrontierTap", "ProgressGate", "ProgressListener", "ProgressTap"]
+
+_log = logging.getLogger("cadenza.worker")
+
+
+class ProgressListener(Protocol):
+    def progress(self, unit: Unit, source: int, event_time: float) -> None:
+        """Apply a progress record (``unit``): upstream partition ``source`` got to ``event_time``."""
+        ...
 
 
 class ProgressGate(Operator):
     __slots__ = ("next", "steps")
 
-    def __init__(self, node_id: str, next: Operator, steps: Sequence[StatefulStep]) -> None:
+    def __init__(self, node_id: str, next: Operator, steps: Sequence[ProgressListener]) -> None:
         super().__init__(node_id)
         self.next = next
         self.steps = tuple(steps)
@@ -60,3 +80,90 @@ class ProgressTap(Operator):
         for step in self.keyed:
             step.advance(partition, event_time)
         self.next.process(unit, key, value, event_time, window)
+
+
+class FrontierTap(Operator):
+    """Hands each key_by the frontier of its input partition (see the module docstring); it also
+    takes the progress records (through the :class:`ProgressGate` in front of it).
+
+    ``sources``: the upstream partitions of the topic read, from the plan (``None``: not known, and
+    the frontier is the minimum over those heard from so far). The idle timeout runs on ``clock``,
+    the worker's idle clock, like the windows' (``docs/watermarks.md``, rule 5); each firing is
+    counted in :attr:`idle_timeouts` and logged once per partition and upstream partition.
+    """
+
+    __slots__ = (
+        "_trackers",
+        "clock",
+        "idle_logged",
+        "idle_timeout",
+        "idle_timeouts",
+        "keyed",
+        "next",
+        "sources",
+    )
+
+    def __init__(
+        self,
+        node_id: str,
+        next: Operator,
+        keyed: Sequence[KeyByOp],
+        *,
+        sources: tuple[int, ...] | None,
+        idle_timeout: float | None,
+        clock: Callable[[], float],
+    ) -> None:
+        super().__init__(node_id)
+        self.next = next
+        self.keyed = tuple(keyed)
+        self.sources = sources
+        self.idle_timeout = idle_timeout
+        self.clock = clock
+        self.idle_timeouts = 0
+        self.idle_logged: set[tuple[int, Hashable]] = set()
+        #: Per input partition: how far each of its upstream partitions got there. Kept across a
+        #: revocation: what it says stays true (event times only grow), and replays are duplicates.
+        self._trackers: dict[int, WatermarkTracker] = {}
+
+    def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
+        origin = unit.origin
+        if origin is not None:
+            self._advance(unit.partition, origin[0], event_time)
+        self.next.process(unit, key, value, event_time, window)
+
+    def progress(self, unit: Unit, source: int, event_time: float) -> None:
+        self._advance(unit.partition, source, event_time)
+
+    def frontier(self, partition: int) -> float:
+        """How far input ``partition`` got (``-inf`` while an upstream partition holds it back)."""
+        tracker = self._trackers.get(partition)
+        return -math.inf if tracker is None else tracker.watermark()
+
+    def _advance(self, partition: int, upstream: int, event_time: float) -> None:
+        tracker = self._trackers.get(partition)
+        if tracker is None:
+            tracker = self._trackers[partition] = WatermarkTracker(
+                self.sources or (),
+                idle_timeout=self.idle_timeout,
+                clock=self.clock,
+                on_idle=lambda source: self._idle(partition, source),
+            )
+        tracker.observe(upstream, event_time)
+        frontier = tracker.watermark()
+        if frontier > -math.inf:
+            for step in self.keyed:
+                step.advance(partition, frontier)
+
+    def _idle(self, partition: int, source: Hashable) -> None:
+        self.idle_timeouts += 1
+        if (partition, source) not in self.idle_logged:
+            self.idle_logged.add((partition, source))
+            _log.warning(
+                "step %r, partition %d: upstream partition %s delivered nothing for %ss (idle timeout); it "
+                "no longer holds back the progress of the key_by downstream, so its later records may be "
+                "late there",
+                self.node_id,
+                partition,
+                source,
+                self.idle_timeout,
+            )

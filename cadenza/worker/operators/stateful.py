@@ -83,6 +83,7 @@ class StatefulArgs(TypedDict):
     store: NotRequired[StateStore | None]
     idle_timeout: NotRequired[float | None]
     clock: NotRequired[Callable[[], float]]
+    records_progress: NotRequired[bool]
 
 
 class StatefulOperator(Operator):
@@ -100,6 +101,7 @@ class StatefulOperator(Operator):
         "max_out_of_orderness",
         "next",
         "partitions",
+        "records_progress",
         "store",
         "touched",
     )
@@ -116,10 +118,15 @@ class StatefulOperator(Operator):
         store: StateStore | None = None,
         idle_timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        records_progress: bool = True,
     ) -> None:
         super().__init__(node_id)
         #: What idle timeouts are measured on (seconds; a test driver passes its virtual clock).
         self.clock = clock
+        #: Whether a record's event time says how far its watermark input got. Not behind a key_by
+        #: that reads a repartition topic: an input partition there interleaves the records of many
+        #: upstream partitions, so only its progress records (its frontier) say how far it got.
+        self.records_progress = records_progress
         self.max_out_of_orderness = max_out_of_orderness
         self.changelog_topic = changelog_topic
         self.next = next
@@ -235,15 +242,20 @@ class StatefulOperator(Operator):
         part.current = None
         return True
 
-    def _observed(self, part: Any, partition: int, source: int, event_time: float, offset: int) -> None:
-        """Account input ``offset`` from watermark input ``source`` at ``event_time`` (a record's or a
+    def _observed(
+        self, part: Any, partition: int, source: int, event_time: float, offset: int, *, record: bool = False
+    ) -> None:
+        """Account input ``offset`` from watermark input ``source`` at ``event_time`` (a ``record``'s or a
         progress record's) in the watermark and the changelog position."""
+        part.next_offset = offset + 1
+        self.touched.add(partition)
+        if record and not self.records_progress:
+            part.tracker.heard(source)
+            return
         part.tracker.observe(source, event_time)
         event_times = part.event_times
         if event_time > event_times.get(source, _NEG_INF):
             event_times[source] = event_time
-        part.next_offset = offset + 1
-        self.touched.add(partition)
 
     def _position(self, part: Any) -> Position:
         """Where partition ``part``'s state stands, for its changelog marker."""

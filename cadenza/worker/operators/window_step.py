@@ -191,7 +191,8 @@ class WindowOp(StatefulOperator):
             for missed in late:
                 self.dead.late(unit, self.node_id, missed, value, watermark)
         origin = unit.origin
-        self._observed(part, partition, 0 if origin is None else origin[0], event_time, unit.offset)
+        source = 0 if origin is None else origin[0]
+        self._observed(part, partition, source, event_time, unit.offset, record=True)
         failures: list[WindowFailure] = []
         results = aggregation.advance(part.tracker.watermark(), on_error=failures.append)
         for failure in failures:  # the user's result() raised while closing these windows
