@@ -51,6 +51,29 @@ def environment() -> dict[str, object]:
     }
 
 
+def process_cpu_seconds(pid: int | None) -> float | None:
+    """User plus system CPU seconds process ``pid`` has used so far, all its threads (Linux
+    ``/proc``); ``None`` without a pid, elsewhere, or once the process is gone."""
+    if pid is None:
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # the name may hold spaces and parentheses
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float | None:
+    """CPU seconds all cores have spent not idle since boot (Linux ``/proc/stat``; ``None`` elsewhere)."""
+    try:
+        first = Path("/proc/stat").read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in first[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def machine_and_commit() -> dict[str, object]:
     """:func:`environment` as result files carry it: ``{"machine": {...}, "commit": ...}``."""
     env = environment()

@@ -55,7 +55,7 @@ from typing import Any, Protocol
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from cadenza.demo.cpu_work import burn
-from cadenza.demo.machine import machine_and_commit, write_result
+from cadenza.demo.machine import machine_and_commit, machine_busy_seconds, process_cpu_seconds, write_result
 from cadenza.infra.broker.embedded import EmbeddedBroker
 from cadenza.infra.kafka.clients import make_admin, make_consumer, make_producer
 from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
@@ -527,6 +527,42 @@ def expectations(stamped: Sequence[tuple[Send, float]], phase_start: float) -> E
     return expected
 
 
+@dataclass(frozen=True)
+class CpuSample:
+    """CPU seconds used so far by the system's process, the broker's (when this run started one) and
+    the whole machine: two samples around the measured phase say where the cores went (a system
+    that sustains less than it calibrated may have lost them to the broker, or to other processes)."""
+
+    at: float
+    system_s: float | None
+    broker_s: float | None
+    machine_s: float | None
+
+    @classmethod
+    def take(cls, system_pid: int | None, broker_pid: int | None) -> CpuSample:
+        system, broker = process_cpu_seconds(system_pid), process_cpu_seconds(broker_pid)
+        return cls(time.monotonic(), system, broker, machine_busy_seconds())
+
+    def since(self, start: CpuSample) -> dict[str, float | None]:
+        """Per process and for the machine: CPU seconds between ``start`` and this sample, and the
+        wall seconds between them (``None`` where a sample is missing)."""
+
+        def used(now: float | None, then: float | None) -> float | None:
+            return None if now is None or then is None else round(now - then, 2)
+
+        machine = used(self.machine_s, start.machine_s)
+        system = used(self.system_s, start.system_s)
+        broker = used(self.broker_s, start.broker_s)
+        known = [v for v in (system, broker) if v is not None]
+        return {
+            "wall_s": round(self.at - start.at, 2),
+            "system_s": system,
+            "broker_s": broker,
+            "machine_s": machine,
+            "others_s": None if machine is None else round(machine - sum(known), 2),
+        }
+
+
 def run_system(  # noqa: PLR0917
     system: str,
     settings: KafkaSettings,
@@ -536,6 +572,7 @@ def run_system(  # noqa: PLR0917
     out: Path,
     progress: Progress,
     peer: PeerCommand | None = None,
+    broker_pid: int | None = None,
 ) -> dict[str, Any]:
     run = f"{system}-{repetition}-{uuid.uuid4().hex[:6]}"
     topics = Topics.fresh(run)
@@ -582,6 +619,7 @@ def run_system(  # noqa: PLR0917
             progress(f"  {system}: running; warm-up {config.warmup:.0f} s")
             send_phase(producers, topics, warm, time.time())
             at_start = scrape(metrics_port) if metrics_port is not None else ""
+            cpu_start = CpuSample.take(process.pid, broker_pid)
             phase_start = time.time()
             progress(f"  {system}: measuring {config.duration:.0f} s of bursty input")
             stamped = send_phase(producers, topics, measured, phase_start)
@@ -596,6 +634,7 @@ def run_system(  # noqa: PLR0917
             while not done() and time.monotonic() < drain_until:
                 time.sleep(0.25)
             phase_end = time.time()
+            cpu = CpuSample.take(process.pid, broker_pid).since(cpu_start)
             if metrics_port is not None:
                 at_end = scrape(metrics_port)
                 queue_wait = scheduler_queue_wait(at_end)
@@ -603,6 +642,13 @@ def run_system(  # noqa: PLR0917
     finally:
         reader.close()
     result = measure(system, config, expected, reader, phase_start, phase_end, capacity.ba_rps)
+    result["cpu"] = cpu
+    if cpu["system_s"] is not None and cpu["machine_s"] is not None:
+        broker = "" if cpu["broker_s"] is None else f", broker {cpu['broker_s']:.1f} s"
+        progress(
+            f"  {system}: CPU while measured ({cpu['wall_s']:.0f} s): {system} {cpu['system_s']:.1f} s"
+            f"{broker}, all other processes {cpu['others_s']:.1f} s"
+        )
     for tenant, waits in queue_wait.items():
         if tenant in result:
             result[tenant].update(waits)
@@ -922,13 +968,20 @@ def broker_settings(bootstrap: str | None) -> Iterator[KafkaSettings]:
 
 
 @contextmanager
-def run_broker(bootstrap: str | None, shared: KafkaSettings | None) -> Iterator[KafkaSettings]:
-    """The shared broker's settings, or (``shared`` None) those of a broker for this run only."""
-    if shared is not None:
-        yield shared
+def run_broker(
+    bootstrap: str | None, shared: KafkaSettings | None
+) -> Iterator[tuple[KafkaSettings, int | None]]:
+    """The shared broker's settings, or (``shared`` None) those of a broker for this run only; with
+    the pid of the broker when it is an embedded one started for this run (its CPU is measured)."""
+    if shared is not None or bootstrap:
+        yield (shared or KafkaSettings.load(bootstrap_servers=bootstrap)), None
         return
-    with broker_settings(bootstrap) as settings:
-        yield settings
+    with EmbeddedBroker() as broker:
+        process = broker.process
+        yield (
+            KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers),
+            (None if process is None else process.pid),
+        )
 
 
 def run_benchmark(
@@ -953,7 +1006,7 @@ def run_benchmark(
     with ExitStack() as stack:
         per_run = config.broker_per_run and not bootstrap
         shared = None if per_run else stack.enter_context(broker_settings(bootstrap))
-        with run_broker(bootstrap, shared) as settings:
+        with run_broker(bootstrap, shared) as (settings, _):
             capacity = calibrate(settings, config, out / "logs", progress)
         ba_rate = capacity.ba_rate(config)
         progress(
@@ -968,8 +1021,10 @@ def run_benchmark(
                 progress(f"repetition {repetition + 1}/{config.repetitions}: {system}")
                 try:
                     peer = peers.get(system)
-                    with run_broker(bootstrap, shared) as settings:
-                        run = run_system(system, settings, config, capacity, repetition, out, progress, peer)
+                    with run_broker(bootstrap, shared) as (settings, broker_pid):
+                        run = run_system(
+                            system, settings, config, capacity, repetition, out, progress, peer, broker_pid
+                        )
                     runs[system].append(run)
                 except Exception as exc:  # one system failing must not lose the others' results
                     progress(f"  {system} failed: {exc}")

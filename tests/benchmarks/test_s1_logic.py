@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,10 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cadenza.demo.machine import machine_busy_seconds, process_cpu_seconds
 from cadenza.demo.s1 import (
     OVERLOAD_MARGIN,
     STAGES,
     WARMUP_FIRST_ID,
+    CpuSample,
     Expectations,
     Output,
     S1Config,
@@ -284,3 +288,33 @@ def test_the_verdict_says_plainly_whether_the_target_was_met() -> None:
     late = tenant_stats([0.1] * 95 + [0.5] * 5, expected=100, target=0.3, records=100, seconds=1.0)
     assert verdict(late) == "MISSED: 95% within 300 ms (goal 99%)"
     assert verdict(tenant_stats([], expected=0, target=0.3, records=0, seconds=1.0)) == "no results expected"
+
+
+def test_cpu_between_two_samples_per_process_and_for_the_rest_of_the_machine() -> None:
+    start = CpuSample(at=10.0, system_s=5.0, broker_s=2.0, machine_s=100.0)
+    end = CpuSample(at=30.0, system_s=20.5, broker_s=9.0, machine_s=130.0)
+    assert end.since(start) == {
+        "wall_s": 20.0,
+        "system_s": 15.5,
+        "broker_s": 7.0,
+        "machine_s": 30.0,
+        "others_s": 7.5,
+    }
+    # No broker of its own (an external one): the rest of the machine includes it.
+    bare = CpuSample(at=30.0, system_s=20.5, broker_s=None, machine_s=130.0)
+    assert bare.since(CpuSample(10.0, 5.0, None, 100.0))["others_s"] == 14.5
+
+
+def test_the_cpu_of_a_process_and_of_the_machine_grow_with_work() -> None:
+    pid = os.getpid()
+    before, machine_before = process_cpu_seconds(pid), machine_busy_seconds()
+    if before is None or machine_before is None:
+        pytest.skip("no /proc on this system")
+    spent = time.process_time() + 0.3
+    while time.process_time() < spent:
+        pass
+    after, machine_after = process_cpu_seconds(pid), machine_busy_seconds()
+    assert after is not None and machine_after is not None
+    assert after - before >= 0.2
+    assert machine_after - machine_before >= 0.2
+    assert process_cpu_seconds(None) is None
