@@ -295,7 +295,7 @@ class PipelineDriver:
             self._admit(records)
             self._executor.run_for(math.inf)
             for keyed in self.plan.keyed:
-                keyed.broadcast_progress()
+                keyed.broadcast_progress(everything=True)
             records = [record for record in self._producer.take() if record.topic in self._stages]
 
     def _admit(self, records: list[StoredRecord]) -> None:
@@ -326,7 +326,7 @@ class PipelineDriver:
                 except PipelineStoppedError as stopped:
                     self._stop_pipeline(stopped)
         for keyed in self.plan.keyed:
-            keyed.broadcast_progress()
+            keyed.broadcast_progress(everything=True)
         self._deliver([record for record in self._producer.take() if record.topic in self._stages])
 
     def _stop_pipeline(self, stopped: PipelineStoppedError) -> None:

@@ -739,7 +739,7 @@ class Worker:
         try:
             if consumers:
                 if not self._rebalance.broken:
-                    self._broadcast_progress(time.monotonic())  # the last progress, for the next owner
+                    self._broadcast_progress(time.monotonic(), everything=True)  # for the next owner
                     self.commit()
                 for consumer, _ in consumers:
                     consumer.close()  # the revoke callback drops what is still queued
@@ -1084,7 +1084,7 @@ class Worker:
         if progress_due(self._keyed, now - self._last_progress, self.progress_interval):
             self._broadcast_progress(now)
 
-    def _broadcast_progress(self, now: float) -> None:
+    def _broadcast_progress(self, now: float, *, everything: bool = False) -> None:
         """Progress records for the repartition topics (see ``docs/watermarks.md``), at most once per
         ``progress_interval``: after the records they cover, and not waited for (the next commit's
         flush acknowledges them), so that the loop never waits on a broker round trip for them alone.
@@ -1092,10 +1092,12 @@ class Worker:
         The interval bounds how long a downstream window waits to hear of an upstream partition that
         sends it no records: it adds up to that much to such a window's close."""
         self._last_progress = now
-        for keyed in self._keyed:
-            self.counters.progress_records += keyed.broadcast_progress()
         idle_timeout = self.watermark_idle_timeout
-        if idle_timeout is not None and now >= self._next_heartbeat:
+        beat = idle_timeout is not None and now >= self._next_heartbeat
+        for keyed in self._keyed:
+            # A keep-alive round also sends the growth held back between window closes.
+            self.counters.progress_records += keyed.broadcast_progress(everything=everything or beat)
+        if beat and idle_timeout is not None:
             self._next_heartbeat = now + max(self.progress_interval, idle_timeout * HEARTBEAT_SHARE)
             self._send_heartbeats()
 

@@ -36,6 +36,7 @@ from confluent_kafka import Message
 
 from cadenza.pipelines import PipelineGraph
 from cadenza.pipelines.graph import PASS_THROUGH_KINDS, NodeFunctions, TopicFormat
+from cadenza.pipelines.window_specs import Hopping, Tumbling
 from cadenza.schemas import SchemaRegistryLike
 from cadenza.state import StateStore, StoreFactory
 from cadenza.state import store_factory as make_store_factory
@@ -301,6 +302,24 @@ class _Builder:
             records_progress=self.records_progress(node_id),
         )
 
+    def progress_at_closes(self, topic: str) -> bool:
+        """Whether the reader of repartition ``topic`` uses progress only to close one tumbling or
+        hopping window, whose closes a key_by knows in advance: then progress that passes no close
+        can wait (see :meth:`~cadenza.worker.operators.routing.KeyByOp.broadcast_progress`). Not
+        with session or sliding windows (any progress may close one), joins, process steps, or a
+        key_by there whose own reader keeps a watermark (it passes the progress on)."""
+        readers = [sub for sub in self.subtopologies if sub.input_topic == topic]
+        if len(readers) != 1:
+            return False
+        nodes = [self.graph.node(node_id) for node_id in readers[0].nodes]
+        windows = [node for node in nodes if node.kind == "window_aggregate"]
+        if len(windows) != 1 or any(node.kind in ("join", "process") for node in nodes):
+            return False
+        timed = {sub.input_topic for sub in self.subtopologies if sub.needs_event_time}
+        if any(node.kind == "key_by" and node.repartition_topic in timed for node in nodes):
+            return False
+        return isinstance(windows[0].window_spec(), Tumbling | Hopping)
+
     def records_progress(self, node_id: str) -> bool:
         """Whether the records reaching stateful step ``node_id`` say how far their watermark inputs
         got: not where each of its inputs is a repartition topic written by a key_by that itself reads
@@ -400,6 +419,7 @@ def _key_by(b: _Builder, node_id: str) -> Operator:
         stamp=stamp,
         release=release,
         progress_at_entry=bool(count) and b.reached_statelessly(node_id),
+        at_closes=b.progress_at_closes(topic),
     )
     if count:
         b.keyed.append(keyed)

@@ -238,3 +238,35 @@ def test_without_heartbeats_the_same_wait_times_the_input_out_and_its_record_is_
     late, results = _late_records_when_partition_1_waits_upstream(heartbeats=False)
     assert late == 1
     assert results == 2  # [0, 10) closed without partition 1's record at 5.0, then [10, 20)
+
+
+def test_at_closes_progress_that_passes_no_window_close_waits_for_one_or_a_keep_alive_round() -> None:
+    output = _Output()
+    op = _key_by(output, 2)
+    op.release = first_close_after(_window(1.0, 0.05, output))  # closes at 1.05, 2.05, ...
+    op.at_closes = True
+    op.process(_unit(0, 0, 0.2), "a", "a", 0.2, None)
+    assert op.broadcast_progress() == 2  # the first progress of a partition always goes
+    op.process(_unit(0, 1, 0.9), "a", "a", 0.9, None)
+    op.process(_unit(0, 2, 1.04), "a", "a", 1.04, None)
+    assert op.broadcast_progress() == 0  # 1.04 passes no close: it would release nothing downstream
+    op.process(_unit(0, 3, 1.05), "a", "a", 1.05, None)
+    assert _urgent(op)
+    output.records.clear()
+    assert op.broadcast_progress() == 2  # at the close: sent, and at once (urgent)
+    assert output.progress() == [(0, 0, 1.05), (1, 0, 1.05)]
+    op.process(_unit(0, 4, 1.5), "a", "a", 1.5, None)
+    assert op.broadcast_progress() == 0
+    output.records.clear()
+    assert op.broadcast_progress(everything=True) == 2  # a keep-alive round sends what was held
+    assert output.progress() == [(0, 0, 1.5), (1, 0, 1.5)]
+
+
+def test_without_at_closes_every_growth_goes_out() -> None:
+    output = _Output()
+    op = _key_by(output, 2)
+    op.release = first_close_after(_window(1.0, 0.05, output))
+    op.process(_unit(0, 0, 0.2), "a", "a", 0.2, None)
+    op.broadcast_progress()
+    op.process(_unit(0, 1, 0.3), "a", "a", 0.3, None)
+    assert op.broadcast_progress() == 2

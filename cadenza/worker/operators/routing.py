@@ -111,6 +111,7 @@ class KeyByOp(_Writer):
         "_due",
         "_progress",
         "_sent",
+        "at_closes",
         "fn",
         "partitions",
         "progress_at_entry",
@@ -131,9 +132,14 @@ class KeyByOp(_Writer):
         stamp: KeyByStamp | None = None,
         release: Callable[[float], float] | None = None,
         progress_at_entry: bool = False,
+        at_closes: bool = False,
     ) -> None:
         super().__init__(node_id, topic, output, dead)
         self.fn = fn
+        #: The reader of ``topic`` uses progress only to close windows whose closes ``release``
+        #: knows (one tumbling or hopping window): progress that passes no close is held back,
+        #: until one is passed, a keep-alive round or the worker's stop (see :meth:`broadcast_progress`).
+        self.at_closes = at_closes and release is not None
         #: Partitions of ``topic`` to send progress records to; 0: its reader keeps no watermark.
         self.partitions = partitions
         #: Only stateless steps lie between the sub-topology's entry and this step, so every record
@@ -196,23 +202,30 @@ class KeyByOp(_Writer):
             return
         self.metrics.produced += 1
 
-    def broadcast_progress(self) -> int:
+    def broadcast_progress(self, everything: bool = False) -> int:
         """Write a progress record to every partition of the topic for each input partition whose
         event time grew since the last call; returns how many were written.
 
         Called after the records it covers were produced (same producer, so each partition gets them
-        first).
+        first). With :attr:`at_closes`, growth that passes no window close downstream is held back
+        unless ``everything`` (the worker's keep-alive rounds, every quarter of the idle timeout, and
+        its stop): it would close nothing there, and every progress record is one per partition of
+        the topic, for every input partition, each interval.
         """
         sent = self._sent
         release = self.release
+        due = self._due
+        hold = self.at_closes and not everything
         self.urgent = False
         written = 0
         for upstream, event_time in self._progress.items():
             if event_time <= sent.get(upstream, _NEG_INF):
                 continue
+            if hold and event_time < due.get(upstream, _NEG_INF):
+                continue
             sent[upstream] = event_time
             if release is not None:
-                self._due[upstream] = release(event_time)
+                due[upstream] = release(event_time)
             headers: OutHeaders = [(PROGRESS_HEADER, pack_progress(upstream, event_time))]
             for partition in range(self.partitions):
                 self.output.produce(self.topic, None, None, headers, partition)

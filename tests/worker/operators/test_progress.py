@@ -10,7 +10,7 @@ from typing import Any, cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cadenza.pipelines import Pipeline, Tumbling
+from cadenza.pipelines import Pipeline, Session, Tumbling
 from cadenza.testing import PipelineDriver
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.operators.progress import FrontierTap, ProgressGate, ProgressTap
@@ -227,3 +227,21 @@ def test_a_key_by_after_a_key_by_learns_its_progress_from_the_frontier_of_its_in
     tap = middle.frontier
     assert isinstance(tap, FrontierTap) and tap.keyed == (second,) and tap.sources == (0, 1, 2)
     assert tap in middle.root.steps  # progress records reach it past the gate
+
+
+def _key_bys(pipeline: Pipeline) -> dict[str, KeyByOp]:
+    """The key_bys that send progress, as a worker's plan builds them (with their window release)."""
+    with PipelineDriver([pipeline], partitions=2) as driver:
+        return {keyed.topic: keyed for keyed in driver.plan.keyed}
+
+
+def test_progress_waits_for_window_closes_only_where_one_tumbling_or_hopping_window_reads_it() -> None:
+    (tumbling,) = _key_bys(filtered_counts()).values()
+    assert tumbling.at_closes
+    sessions = Pipeline("sessions", tenant="t", latency_target="1s")
+    sessions.source("events", timestamp=_event_time).key_by(_user).window(Session("1s")).count().sink("s")
+    (session,) = _key_bys(sessions).values()
+    assert not session.at_closes  # any progress may close a session
+    # Between two key_bys the first one's progress feeds the second's frontier: all of it counts.
+    chain = _key_bys(regional_counts())
+    assert [keyed.at_closes for keyed in chain.values()] == [False, True]
