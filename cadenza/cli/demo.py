@@ -27,22 +27,27 @@ from cadenza.settings import KafkaSettings
 
 
 @contextlib.contextmanager
-def _demo_cluster() -> Iterator[KafkaSettings]:
-    """An explicitly configured cluster, else the background broker, else a temporary embedded one."""
+def _demo_cluster() -> Iterator[tuple[KafkaSettings, int | None]]:
+    """An explicitly configured cluster, else the background broker, else a temporary embedded one;
+    with the broker's pid when it is the one started here (the demo reports its CPU)."""
     if os.environ.get("CADENZA_BOOTSTRAP_SERVERS"):
         settings = KafkaSettings.load()
         console.print(f"using the cluster at {settings.bootstrap_servers} (CADENZA_BOOTSTRAP_SERVERS)")
-        yield settings
+        yield settings, None
         return
     status = background_status(default_state_dir())
     if status.answering and status.record is not None:
         console.print(f"using the background broker at {status.record.bootstrap_servers}")
-        yield KafkaSettings.load(bootstrap_servers=status.record.bootstrap_servers)
+        yield KafkaSettings.load(bootstrap_servers=status.record.bootstrap_servers), None
         return
     log_path = default_state_dir() / "demo-broker.log"
     with console.status("starting the embedded broker"), EmbeddedBroker(log_path=log_path) as broker:
         console.print(f"started a temporary embedded broker at {broker.bootstrap_servers} (log {log_path})")
-        yield KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers)
+        process = broker.process
+        yield (
+            KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers),
+            (None if process is None else process.pid),
+        )
 
 
 @command_errors
@@ -87,8 +92,10 @@ def demo(
     )
     say = lambda line: console.print(line, markup=False, highlight=False)  # noqa: E731
     rows: list[dict[str, Any]] = []
-    with _demo_cluster() as settings, _dashboard(f"127.0.0.1:{metrics_port}", dashboard_port):
-        result = module.run_benchmark(out, config=config, bootstrap=settings.bootstrap_servers, progress=say)
+    with _demo_cluster() as (settings, broker_pid), _dashboard(f"127.0.0.1:{metrics_port}", dashboard_port):
+        result = module.run_benchmark(
+            out, config=config, bootstrap=settings.bootstrap_servers, progress=say, broker_pid=broker_pid
+        )
         if spans_topic is not None:
             rows = feedback.run_feedback_loop(settings, spans_topic, progress=say)
     _print_results(module, result, config.load)
@@ -189,7 +196,7 @@ def _smoke(records: int, partitions: int) -> None:
         "[bold]cadenza demo --smoke[/]: a worker-less round trip through the broker (topics, headers, "
         "consumer groups, manual commits)."
     )
-    with _demo_cluster() as settings:
+    with _demo_cluster() as (settings, _):
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console) as progress:
             tasks = {

@@ -968,13 +968,13 @@ def broker_settings(bootstrap: str | None) -> Iterator[KafkaSettings]:
 
 
 @contextmanager
-def run_broker(
-    bootstrap: str | None, shared: KafkaSettings | None
+def broker_with_pid(
+    bootstrap: str | None, pid: int | None = None
 ) -> Iterator[tuple[KafkaSettings, int | None]]:
-    """The shared broker's settings, or (``shared`` None) those of a broker for this run only; with
-    the pid of the broker when it is an embedded one started for this run (its CPU is measured)."""
-    if shared is not None or bootstrap:
-        yield (shared or KafkaSettings.load(bootstrap_servers=bootstrap)), None
+    """The broker at ``bootstrap`` (its ``pid`` if the caller knows it), else an embedded one started
+    here, with its pid: the CPU a run costs the broker is measured when the pid is known."""
+    if bootstrap:
+        yield KafkaSettings.load(bootstrap_servers=bootstrap), pid
         return
     with EmbeddedBroker() as broker:
         process = broker.process
@@ -984,6 +984,19 @@ def run_broker(
         )
 
 
+@contextmanager
+def run_broker(
+    bootstrap: str | None, shared: tuple[KafkaSettings, int | None] | None, pid: int | None
+) -> Iterator[tuple[KafkaSettings, int | None]]:
+    """The ``shared`` broker (settings and pid), or a broker for this run only (see
+    :func:`broker_with_pid`)."""
+    if shared is not None:
+        yield shared
+        return
+    with broker_with_pid(bootstrap, pid) as broker:
+        yield broker
+
+
 def run_benchmark(
     out: Path,
     *,
@@ -991,10 +1004,12 @@ def run_benchmark(
     bootstrap: str | None = None,
     progress: Progress = print,
     peers: Mapping[str, PeerCommand] | None = None,
+    broker_pid: int | None = None,
 ) -> dict[str, Any]:
     """Calibrate, then run every system of ``config`` ``config.repetitions`` times; write s1.json/png.
 
-    A system is a peer if ``peers`` names it, else a cadenza scheduling policy.
+    A system is a peer if ``peers`` names it, else a cadenza scheduling policy. ``broker_pid``: the
+    process of the broker at ``bootstrap``, if it runs on this machine (its CPU is then measured).
     """
     peers = peers or {}
     unknown = sorted(set(config.systems) - set(POLICIES) - set(peers))
@@ -1005,8 +1020,8 @@ def run_benchmark(
     runs: dict[str, list[dict[str, Any]]] = {system: [] for system in config.systems}
     with ExitStack() as stack:
         per_run = config.broker_per_run and not bootstrap
-        shared = None if per_run else stack.enter_context(broker_settings(bootstrap))
-        with run_broker(bootstrap, shared) as (settings, _):
+        shared = None if per_run else stack.enter_context(broker_with_pid(bootstrap, broker_pid))
+        with run_broker(bootstrap, shared, broker_pid) as (settings, _):
             capacity = calibrate(settings, config, out / "logs", progress)
         ba_rate = capacity.ba_rate(config)
         progress(
@@ -1021,9 +1036,9 @@ def run_benchmark(
                 progress(f"repetition {repetition + 1}/{config.repetitions}: {system}")
                 try:
                     peer = peers.get(system)
-                    with run_broker(bootstrap, shared) as (settings, broker_pid):
+                    with run_broker(bootstrap, shared, broker_pid) as (settings, pid):
                         run = run_system(
-                            system, settings, config, capacity, repetition, out, progress, peer, broker_pid
+                            system, settings, config, capacity, repetition, out, progress, peer, pid
                         )
                     runs[system].append(run)
                 except Exception as exc:  # one system failing must not lose the others' results
