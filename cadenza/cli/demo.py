@@ -43,11 +43,7 @@ def _demo_cluster() -> Iterator[tuple[KafkaSettings, int | None]]:
     log_path = default_state_dir() / "demo-broker.log"
     with console.status("starting the embedded broker"), EmbeddedBroker(log_path=log_path) as broker:
         console.print(f"started a temporary embedded broker at {broker.bootstrap_servers} (log {log_path})")
-        process = broker.process
-        yield (
-            KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers),
-            (None if process is None else process.pid),
-        )
+        yield KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers), broker.pid
 
 
 @command_errors

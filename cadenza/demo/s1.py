@@ -977,11 +977,7 @@ def broker_with_pid(
         yield KafkaSettings.load(bootstrap_servers=bootstrap), pid
         return
     with EmbeddedBroker() as broker:
-        process = broker.process
-        yield (
-            KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers),
-            (None if process is None else process.pid),
-        )
+        yield KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers), broker.pid
 
 
 @contextmanager

@@ -127,6 +127,11 @@ class EmbeddedBroker(Lifecycle):
     def bootstrap_servers(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The broker process's id while it runs (benchmarks measure its CPU)."""
+        return None if self.process is None else self.process.pid
+
     def command(self, binary: Path) -> list[str]:
         url = f"tcp://{self.host}:{self.port}"
         return [
