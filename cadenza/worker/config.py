@@ -103,7 +103,9 @@ class WorkerConfig(BaseSettings):
     progress_interval_ms: float = _field(
         50.0,
         "Most time between the progress records a key_by writes to its repartition topic, which let "
-        "the windows downstream advance when a key sends them nothing.",
+        "the windows downstream advance when a key sends them nothing (before one tumbling or hopping "
+        "window: only progress that passes a window close, plus a keep-alive every quarter of the idle "
+        "timeout).",
         "ms",
         ge=1.0,
         le=59_999.0,
