@@ -234,13 +234,15 @@ class _Builder:
         """The watermark inputs of a window or join reading ``sub``'s topic (``None``: not known)."""
         if sub.input_kind == "source":
             return (0,)
-        if self.partitions is None:
+        writer = self.writer_of(sub)
+        if self.partitions is None or writer is None:
             return None
-        for writer in self.subtopologies:
-            if sub.input_topic in writer.repartition_topics:
-                count = self.partitions.get(writer.input_topic)
-                return None if count is None else tuple(range(count))
-        return None
+        count = self.partitions.get(writer.input_topic)
+        return None if count is None else tuple(range(count))
+
+    def writer_of(self, sub: SubTopology) -> SubTopology | None:
+        """The sub-topology whose key_by writes the repartition topic ``sub`` reads (``None``: none)."""
+        return next((w for w in self.subtopologies if sub.input_topic in w.repartition_topics), None)
 
     def reached_statelessly(self, node_id: str) -> bool:
         """Whether only steps that hand a record's event time on unchanged (``PASS_THROUGH_KINDS``)
@@ -329,13 +331,8 @@ class _Builder:
         readers = [sub for sub in self.subtopologies if node_id in sub.nodes]
         if not readers or any(sub.input_kind != "repartition" for sub in readers):
             return True
-        writers = [
-            writer
-            for sub in readers
-            for writer in self.subtopologies
-            if sub.input_topic in writer.repartition_topics
-        ]
-        return not any(writer.input_kind == "repartition" for writer in writers)
+        writers = [self.writer_of(sub) for sub in readers]
+        return not any(writer is not None and writer.input_kind == "repartition" for writer in writers)
 
     def join_sources(self, node_id: str) -> dict[int, tuple[int, ...]]:
         """Per input (side) of join ``node_id``, its watermark inputs, where the plan knows them."""

@@ -134,11 +134,6 @@ class FrontierTap(Operator):
     def progress(self, unit: Unit, source: int, event_time: float) -> None:
         self._advance(unit.partition, source, event_time)
 
-    def frontier(self, partition: int) -> float:
-        """How far input ``partition`` got (``-inf`` while an upstream partition holds it back)."""
-        tracker = self._trackers.get(partition)
-        return -math.inf if tracker is None else tracker.watermark()
-
     def _advance(self, partition: int, upstream: int, event_time: float) -> None:
         tracker = self._trackers.get(partition)
         if tracker is None:
