@@ -960,11 +960,8 @@ def _ls_counted(reader: OutputReader) -> int:
 
 @contextmanager
 def broker_settings(bootstrap: str | None) -> Iterator[KafkaSettings]:
-    if bootstrap:
-        yield KafkaSettings.load(bootstrap_servers=bootstrap)
-        return
-    with EmbeddedBroker() as broker:
-        yield KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers)
+    with broker_with_pid(bootstrap) as (settings, _):
+        yield settings
 
 
 @contextmanager
@@ -981,15 +978,12 @@ def broker_with_pid(
 
 
 @contextmanager
-def run_broker(
-    bootstrap: str | None, shared: tuple[KafkaSettings, int | None] | None, pid: int | None
-) -> Iterator[tuple[KafkaSettings, int | None]]:
-    """The ``shared`` broker (settings and pid), or a broker for this run only (see
-    :func:`broker_with_pid`)."""
+def run_broker(shared: tuple[KafkaSettings, int | None] | None) -> Iterator[tuple[KafkaSettings, int | None]]:
+    """The ``shared`` broker (settings and pid), or an embedded broker for this run only."""
     if shared is not None:
         yield shared
         return
-    with broker_with_pid(bootstrap, pid) as broker:
+    with broker_with_pid(None) as broker:
         yield broker
 
 
@@ -1017,7 +1011,7 @@ def run_benchmark(
     with ExitStack() as stack:
         per_run = config.broker_per_run and not bootstrap
         shared = None if per_run else stack.enter_context(broker_with_pid(bootstrap, broker_pid))
-        with run_broker(bootstrap, shared, broker_pid) as (settings, _):
+        with run_broker(shared) as (settings, _):
             capacity = calibrate(settings, config, out / "logs", progress)
         ba_rate = capacity.ba_rate(config)
         progress(
@@ -1032,7 +1026,7 @@ def run_benchmark(
                 progress(f"repetition {repetition + 1}/{config.repetitions}: {system}")
                 try:
                     peer = peers.get(system)
-                    with run_broker(bootstrap, shared, broker_pid) as (settings, pid):
+                    with run_broker(shared) as (settings, pid):
                         run = run_system(
                             system, settings, config, capacity, repetition, out, progress, peer, pid
                         )
