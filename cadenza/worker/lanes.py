@@ -22,11 +22,19 @@ topics included: the sub-topology after a ``key_by`` reads one). The ``lanes`` s
 Every lane's consumer joins the worker's one group with its own disjoint subscription, so committed
 offsets stay in that group whatever the lanes are (a topic that changes lane keeps its progress).
 The most urgent lanes fetch with a small prefetch (records reach the scheduler fresh); the last lane
-keeps the bulk settings the worker always had. Every lane's broker wait is the worker's
-``fetch_wait`` (20 ms by default): short, because the embedded broker holds a parked fetch for the
-whole wait even when data arrives meanwhile, so the wait is latency on a quiet partition; but each
-wait that ends empty is another fetch request, and the embedded broker's cost per request grows with
-the records it holds (``benchmarks/bench_broker_growth.py``), so a long run there wants a longer one.
+keeps the bulk settings the worker always had.
+
+The most urgent lane's broker wait is the worker's ``fetch_wait`` (20 ms by default): short, because
+the embedded broker holds a parked fetch for the whole wait even when data arrives meanwhile, so the
+wait is latency on a quiet partition. Every lane behind it is *patient* (:func:`patient_fetch`): it
+waits up to :data:`BULK_WAIT_SHARE` of its own target (at most :data:`BULK_WAIT_CAP`, never less
+than ``fetch_wait``) and asks for :data:`BULK_MIN_BYTES` before the broker answers. A fetch that
+ends empty is not free: the embedded broker's cost per fetch request grows with the record batches
+the fetched partitions hold (a consumer following a trickle into four partitions of 5,000 batches
+each kept it at about one core with a 20 ms wait, 0.3 with 250 ms), and that CPU is taken from the
+urgent lane's fetches and produces (``benchmarks/RESULTS.md``, "Patient bulk lanes"). A lane whose
+target is seconds loses nothing by waiting a few hundred ms, and during a burst the minimum is met
+at once, so its throughput is kept.
 """
 
 from __future__ import annotations
@@ -38,7 +46,17 @@ from typing import Any
 
 from cadenza.errors import ConfigError
 
-__all__ = ["LANE_RATIO", "Lane", "lane_bounds", "plan_lanes", "topic_targets"]
+__all__ = [
+    "BULK_MIN_BYTES",
+    "BULK_WAIT_CAP",
+    "BULK_WAIT_SHARE",
+    "LANE_RATIO",
+    "Lane",
+    "lane_bounds",
+    "patient_fetch",
+    "plan_lanes",
+    "topic_targets",
+]
 
 #: Targets this many times apart (or more) go to different lanes under ``lanes=auto``.
 LANE_RATIO = 4.0
@@ -54,6 +72,12 @@ URGENT_FETCH: dict[str, Any] = {
     "fetch.wait.max.ms": 20,
     "fetch.max.bytes": 4 * 1024 * 1024,
 }
+#: A lane behind the most urgent one waits at the broker up to this share of its latency target...
+BULK_WAIT_SHARE = 0.05
+#: ...but never longer than this many seconds (a bulk lane must still see a quiet topic's records).
+BULK_WAIT_CAP = 0.5
+#: ...unless this many bytes are ready (a burst fills a fetch at once, so throughput is kept).
+BULK_MIN_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +123,18 @@ def lane_bounds(spec: str) -> tuple[float, ...] | None:
     return bounds
 
 
+def patient_fetch(target: float, fetch_wait: float) -> dict[str, Any]:
+    """The broker wait and minimum of a lane behind the most urgent one, whose tightest target is
+    ``target`` seconds: ``min(max(fetch_wait, BULK_WAIT_CAP), max(fetch_wait, target * BULK_WAIT_SHARE))``
+    and :data:`BULK_MIN_BYTES` (see the module doc for why)."""
+    wait = min(max(fetch_wait, BULK_WAIT_CAP), max(fetch_wait, target * BULK_WAIT_SHARE))
+    return {"fetch.wait.max.ms": _ms(wait), "fetch.min.bytes": BULK_MIN_BYTES}
+
+
 def plan_lanes(targets: Mapping[str, float], spec: str = "auto", fetch_wait: float = 0.02) -> list[Lane]:
-    """The lanes for topics with these tightest targets, most urgent first, each fetching with a
-    broker wait of ``fetch_wait`` seconds (see the module doc)."""
-    wait = {"fetch.wait.max.ms": max(1, round(fetch_wait * 1000))}
+    """The lanes for topics with these tightest targets, most urgent first: the first fetches with a
+    broker wait of ``fetch_wait`` seconds, the others patiently (:func:`patient_fetch`)."""
+    wait = {"fetch.wait.max.ms": _ms(fetch_wait)}
     try:
         bounds = lane_bounds(spec)
     except ValueError as exc:
@@ -117,15 +149,18 @@ def plan_lanes(targets: Mapping[str, float], spec: str = "auto", fetch_wait: flo
     if not filled:
         return [Lane(0, (), float("inf"), {**BULK_FETCH, **wait})]
     last = len(filled) - 1
-    return [
-        Lane(
-            i,
-            tuple(topics),
-            min(targets[t] for t in topics),
-            {**(BULK_FETCH if i == last else URGENT_FETCH), **wait},
-        )
-        for i, topics in enumerate(filled)
-    ]
+    lanes = []
+    for i, topics in enumerate(filled):
+        target = min(targets[t] for t in topics)
+        prefetch = BULK_FETCH if i == last else URGENT_FETCH
+        broker_wait = wait if i == 0 else patient_fetch(target, fetch_wait)
+        lanes.append(Lane(i, tuple(topics), target, {**prefetch, **broker_wait}))
+    return lanes
+
+
+def _ms(seconds: float) -> int:
+    """librdkafka's whole milliseconds, at least 1."""
+    return max(1, round(seconds * 1000))
 
 
 def _auto_bounds(targets: Iterable[float]) -> tuple[float, ...]:

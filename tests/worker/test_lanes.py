@@ -15,7 +15,18 @@ from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
 from cadenza.worker.config import WorkerConfig
 from cadenza.worker.fetcher import FlowControl
-from cadenza.worker.lanes import BULK_FETCH, LANE_RATIO, URGENT_FETCH, lane_bounds, plan_lanes, topic_targets
+from cadenza.worker.lanes import (
+    BULK_FETCH,
+    BULK_MIN_BYTES,
+    BULK_WAIT_CAP,
+    BULK_WAIT_SHARE,
+    LANE_RATIO,
+    URGENT_FETCH,
+    lane_bounds,
+    patient_fetch,
+    plan_lanes,
+    topic_targets,
+)
 
 
 def test_a_topic_takes_the_tightest_target_of_its_readers() -> None:
@@ -27,8 +38,10 @@ def test_auto_splits_targets_far_apart_and_keeps_close_ones_together() -> None:
     lanes = plan_lanes(targets)
     assert [lane.topics for lane in lanes] == [("ls", "ls2"), ("ba",)]
     assert [lane.target for lane in lanes] == [0.3, targets["ba"]]
-    # The urgent lane fetches fresh; the last one keeps the bulk settings a worker always had.
-    assert lanes[0].fetch == URGENT_FETCH and lanes[1].fetch == BULK_FETCH
+    # The urgent lane fetches fresh; the last one keeps the bulk prefetch a worker always had and
+    # waits patiently at the broker.
+    assert lanes[0].fetch == URGENT_FETCH
+    assert lanes[1].fetch == {**BULK_FETCH, **patient_fetch(targets["ba"], 0.02)}
 
 
 def test_alike_targets_make_one_lane_with_the_bulk_settings() -> None:
@@ -36,14 +49,49 @@ def test_alike_targets_make_one_lane_with_the_bulk_settings() -> None:
     assert len(lanes) == 1 and lanes[0].topics == ("a", "b", "c") and lanes[0].fetch == BULK_FETCH
 
 
-def test_the_broker_wait_is_set_on_every_lane_and_the_rest_is_kept() -> None:
+def test_the_broker_wait_is_the_setting_on_the_first_lane_and_patient_behind_it() -> None:
     targets = {"ls": 0.3, "ba": 0.3 * LANE_RATIO * LANE_RATIO}
     lanes = plan_lanes(targets, "auto", fetch_wait=0.25)
     assert [lane.fetch for lane in lanes] == [
         {**URGENT_FETCH, "fetch.wait.max.ms": 250},
-        {**BULK_FETCH, "fetch.wait.max.ms": 250},
+        {**BULK_FETCH, "fetch.wait.max.ms": 250, "fetch.min.bytes": BULK_MIN_BYTES},
     ]
     assert plan_lanes({}, "off", fetch_wait=0.0004)[0].fetch["fetch.wait.max.ms"] == 1  # librdkafka's ms
+
+
+@pytest.mark.parametrize(
+    ("target", "fetch_wait", "wait_ms"),
+    [
+        (0.2, 0.02, 20),  # 5% of 200 ms is 10 ms: never below the worker's own wait
+        (2.0, 0.02, 100),  # 5% of the target
+        (10.0, 0.02, 500),  # 5% is exactly the cap
+        (60.0, 0.02, 500),  # capped
+        (60.0, 0.8, 800),  # a wait set above the cap is kept
+        (4.0, 0.3, 300),  # 5% (200 ms) is below the setting: the setting
+    ],
+)
+def test_patient_fetch_waits_a_share_of_the_target_between_the_setting_and_the_cap(
+    target: float, fetch_wait: float, wait_ms: int
+) -> None:
+    assert patient_fetch(target, fetch_wait) == {
+        "fetch.wait.max.ms": wait_ms,
+        "fetch.min.bytes": BULK_MIN_BYTES,
+    }
+    expected = min(max(fetch_wait, BULK_WAIT_CAP), max(fetch_wait, target * BULK_WAIT_SHARE))
+    assert wait_ms == round(expected * 1000)
+
+
+def test_only_lanes_behind_the_most_urgent_one_are_patient() -> None:
+    targets = {"fast": 0.1, "mid": 2.0, "slow": 60.0}
+    lanes = plan_lanes(targets, "500,10000")
+    assert [lane.fetch for lane in lanes] == [
+        URGENT_FETCH,
+        {**URGENT_FETCH, **patient_fetch(2.0, 0.02)},
+        {**BULK_FETCH, **patient_fetch(60.0, 0.02)},
+    ]
+    # One lane is the urgent one, whatever its target: it keeps the worker's wait.
+    (only,) = plan_lanes(targets, "off")
+    assert only.fetch == BULK_FETCH and "fetch.min.bytes" not in only.fetch
 
 
 def test_off_is_one_lane_and_bounds_place_topics_below_them() -> None:
