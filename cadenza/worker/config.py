@@ -191,20 +191,22 @@ class WorkerConfig(BaseSettings):
         "docs/reliability.md.",
     )
     lanes: str = _field(
-        "off",
+        "auto",
         "Fetch lanes, one consumer each, so that records of latency-sensitive pipelines never queue "
-        "behind bulk ones fetched earlier: off (one consumer; the default until lanes are shown to "
-        "help, see benchmarks/RESULTS.md), auto (a lane per group of latency targets within 4x of "
-        "each other; one lane if they all are), or ascending bounds in ms (500,10000: topics whose "
-        "tightest target is below 500 ms, below 10 s, the rest).",
+        "behind bulk ones fetched earlier: auto (a lane per group of latency targets within 4x of "
+        "each other; one lane if they all are), off (one consumer for every topic), or ascending "
+        "bounds in ms (500,10000: topics whose tightest target is below 500 ms, below 10 s, the "
+        "rest). Lanes behind the most urgent one wait at the broker for 5% of their target (at "
+        "least the fetch wait, at most 500 ms) or 256 KB; see benchmarks/RESULTS.md.",
     )
 
     fetch_wait_ms: int = _field(
         20,
-        "Longest time a fetch waits at the broker for records (librdkafka's fetch.wait.max.ms, every "
-        "lane): short sees a quiet partition's next record sooner on brokers that hold a fetch for the "
-        "whole wait (the embedded one); long sends fewer empty fetches, which the embedded broker pays "
-        "for more the more records it holds (see benchmarks/RESULTS.md).",
+        "Longest time a fetch waits at the broker for records (librdkafka's fetch.wait.max.ms; the "
+        "most urgent lane's, and the least any lane waits): short sees a quiet partition's next "
+        "record sooner on brokers that hold a fetch for the whole wait (the embedded one); long "
+        "sends fewer empty fetches, which the embedded broker pays for more the more records it "
+        "holds (see benchmarks/RESULTS.md).",
         "ms",
         ge=1,
         le=10_000,

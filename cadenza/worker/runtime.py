@@ -190,8 +190,9 @@ class Worker:
     ``rate_window_s`` (None: ``CADENZA_RATE_WINDOW_S`` or 10 s; see :mod:`cadenza.worker.rates`).
     ``lanes``: how topics are split into fetch lanes, one consumer each (``auto``: by the tightest
     latency target of the pipelines reading them; ``off``: one consumer; or ascending bounds in ms,
-    ``500,10000``; see :mod:`cadenza.worker.lanes`). ``fetch_wait``: every lane's broker wait for
-    records, in seconds (librdkafka's ``fetch.wait.max.ms``; see :mod:`cadenza.worker.lanes`).
+    ``500,10000``; see :mod:`cadenza.worker.lanes`). ``fetch_wait``: the most urgent lane's broker wait
+    for records, in seconds (librdkafka's ``fetch.wait.max.ms``), and the least any lane waits: the
+    lanes behind it wait a share of their own target (:func:`cadenza.worker.lanes.patient_fetch`).
     ``gc_young_threshold``: while the worker is started, the cyclic garbage collector's young-generation
     threshold (the interpreter's default is 700) and what was alive at the start frozen out of its walks,
     so buffered records are not walked again and again; 0 leaves the collector alone (:mod:`.gc_tuning`).
@@ -236,7 +237,7 @@ class Worker:
         replace_plan: bool = False,
         max_poll_interval: float = 300.0,
         hang_timeout: float | None = None,
-        lanes: str = "off",
+        lanes: str = "auto",
         fetch_wait: float = 0.02,
         crash_dir: str | Path | None = None,
         gc_young_threshold: int = 10_000,
