@@ -9,7 +9,11 @@ prefetch limits), and every lane's records enter the one scheduler, which picks 
 priority.
 
 A topic's lane follows from the tightest latency target among the pipelines reading it (repartition
-topics included: the sub-topology after a ``key_by`` reads one). The ``lanes`` setting chooses how:
+topics included: the sub-topology after a ``key_by`` reads one). The topics one join reads share a
+lane, the most urgent of theirs (:func:`joint_targets`): partition ``p`` of both must be assigned to
+one worker, and the group's assignor co-partitions topics only among the members subscribed to both,
+that is within one consumer's subscription (with a join's inputs on two consumers, two workers were
+found holding one side each). The ``lanes`` setting chooses how:
 
 - ``auto`` (the default): targets are sorted and a new lane starts wherever a target is at least
   :data:`LANE_RATIO` times the one before, so pipelines of similar targets share a lane and a worker
@@ -52,6 +56,7 @@ __all__ = [
     "BULK_WAIT_SHARE",
     "LANE_RATIO",
     "Lane",
+    "joint_targets",
     "lane_bounds",
     "patient_fetch",
     "plan_lanes",
@@ -101,6 +106,29 @@ def topic_targets(readers: Iterable[tuple[str, float]]) -> dict[str, float]:
     for topic, target in readers:
         targets[topic] = min(target, targets.get(topic, target))
     return targets
+
+
+def joint_targets(targets: Mapping[str, float], together: Iterable[Iterable[str]]) -> dict[str, float]:
+    """``targets`` with every topic of a ``together`` group (the input topics of one join) lowered to
+    the tightest target in its group, so that the group lands in one lane; groups that share a topic
+    merge. Topics in a group but not in ``targets`` are ignored."""
+    parent = {topic: topic for topic in targets}
+
+    def root(topic: str) -> str:
+        while parent[topic] != topic:
+            parent[topic] = parent[parent[topic]]
+            topic = parent[topic]
+        return topic
+
+    for group in together:
+        members = [topic for topic in group if topic in parent]
+        for topic in members[1:]:
+            parent[root(topic)] = root(members[0])
+    tightest: dict[str, float] = {}
+    for topic, target in targets.items():
+        top = root(topic)
+        tightest[top] = min(target, tightest.get(top, target))
+    return {topic: tightest[root(topic)] for topic in targets}
 
 
 def lane_bounds(spec: str) -> tuple[float, ...] | None:

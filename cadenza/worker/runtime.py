@@ -99,7 +99,7 @@ from cadenza.worker.gc_tuning import GcTuning
 from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_spec
 from cadenza.worker.idle_clock import READ_GAP, IdleClock
 from cadenza.worker.inflight import Pending
-from cadenza.worker.lanes import Lane, plan_lanes, topic_targets
+from cadenza.worker.lanes import Lane, joint_targets, plan_lanes, topic_targets
 from cadenza.worker.operators.progress import FrontierTap
 from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.operators.stateful import StatefulStep
@@ -112,7 +112,7 @@ from cadenza.worker.rebalance import Rebalance
 from cadenza.worker.restoring import StateRestorer
 from cadenza.worker.task import Task
 from cadenza.worker.topics import plan_topics
-from cadenza.worker.topology import SubTopology, check_copartitioned, split
+from cadenza.worker.topology import SubTopology, check_copartitioned, join_inputs, split
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import is_progress
 
@@ -321,9 +321,9 @@ class Worker:
         self.graphs = graphs
         self.subtopologies: list[tuple[PipelineGraph, list[SubTopology]]] = [(g, split(g)) for g in graphs]
         self.policy = make_policy(policy, graphs)
-        targets = topic_targets(
-            (sub.input_topic, graph.latency_target_s) for graph, subs in self.subtopologies for sub in subs
-        )
+        readers = [(sub.input_topic, g.latency_target_s) for g, subs in self.subtopologies for sub in subs]
+        joined = [topics for g, subs in self.subtopologies for topics in join_inputs(g, subs).values()]
+        targets = joint_targets(topic_targets(readers), joined)
         #: The fetch lanes, most urgent first (one: a single consumer, as without lanes).
         self.lanes: list[Lane] = plan_lanes(targets, lanes, fetch_wait)
         self.scheduler: Scheduler[SchedKey, Unit] = Scheduler(

@@ -26,6 +26,7 @@ __all__ = [
     "UnsupportedStepError",
     "check_copartitioned",
     "check_no_cycles_across",
+    "join_inputs",
     "split",
     "upstream_source",
 ]
@@ -73,17 +74,24 @@ def check_copartitioned(
     holds when both inputs (and so the changelog) have the same number of partitions. Call it once
     the topics' partition counts are known (``partitions``: topic -> count).
     """
-    for node in graph.nodes:
-        if node.kind != "join":
-            continue
-        inputs = sorted({sub.input_topic for sub in subtopologies if node.id in sub.nodes})
+    for node_id, topics in join_inputs(graph, subtopologies).items():
+        inputs = sorted(topics)
         counts = {topic: partitions.get(topic) for topic in inputs}
         if len(set(counts.values())) > 1:
             listed = ", ".join(f"{topic} has {count}" for topic, count in counts.items())
             raise UnsupportedStepError(
-                f"pipeline {graph.name!r}, step {node.id!r}: the join's inputs are not co-partitioned "
+                f"pipeline {graph.name!r}, step {node_id!r}: the join's inputs are not co-partitioned "
                 f"({listed} partitions); give both sources the same number of partitions"
             )
+
+
+def join_inputs(graph: PipelineGraph, subtopologies: list[SubTopology]) -> dict[str, frozenset[str]]:
+    """Each join step of ``graph`` -> the topics its sub-topologies read (its two sides' inputs)."""
+    return {
+        node.id: frozenset(sub.input_topic for sub in subtopologies if node.id in sub.nodes)
+        for node in graph.nodes
+        if node.kind == "join"
+    }
 
 
 def split(graph: PipelineGraph) -> list[SubTopology]:

@@ -22,6 +22,7 @@ from cadenza.worker.lanes import (
     BULK_WAIT_SHARE,
     LANE_RATIO,
     URGENT_FETCH,
+    joint_targets,
     lane_bounds,
     patient_fetch,
     plan_lanes,
@@ -128,6 +129,40 @@ def test_the_worker_puts_a_repartition_topic_in_the_lane_of_the_pipeline_reading
         {"jobs"},
     ]
     assert len(Worker([ls, ba], settings_, lanes="off").lanes) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    targets=st.dictionaries(st.sampled_from("abcdefg"), st.floats(0.01, 100.0), min_size=1),
+    groups=st.lists(st.sets(st.sampled_from("abcdefgh"), max_size=3), max_size=4),
+)
+def test_topics_read_together_take_the_tightest_target_of_all_they_are_linked_to(
+    targets: dict[str, float], groups: list[set[str]]
+) -> None:
+    got = joint_targets(targets, groups)
+    # Brute force: merge every group's topics with everything already merged with any of them.
+    parts = [{topic} for topic in targets]
+    for group in groups:
+        touching = [part for part in parts if part & group]
+        if touching:
+            parts = [part for part in parts if not part & group] + [set().union(*touching)]
+    assert got == {topic: min(targets[t] for t in part) for part in parts for topic in part}
+    lanes = plan_lanes(got)
+    assert all(len({lane.index for lane in lanes if group & set(lane.topics)}) <= 1 for group in groups)
+
+
+def test_a_join_keeps_its_inputs_in_one_lane_the_most_urgent_of_theirs() -> None:
+    # BA joins "clicks" (read by LS at 300 ms too) with "orders": both must be read by one consumer,
+    # or the group's assignor can give partition p of each side to different workers.
+    ls = Pipeline("join-lanes-ls", tenant="LS", latency_target="300ms")
+    ls.source("clicks", key=str).map(lambda v: v).sink("ls-out")
+    ba = Pipeline("join-lanes-ba", tenant="BA", latency_target="10s")
+    left = ba.source("clicks", key=str)
+    ba.source("jobs").map(lambda v: v).sink("ba-jobs")
+    left.join(ba.source("orders", key=str), within="1s").map(lambda v: v).sink("ba-out")
+    worker = Worker([ls, ba], KafkaSettings(bootstrap_servers="127.0.0.1:1"), lanes="auto")
+    assert [lane.topics for lane in worker.lanes] == [("clicks", "orders"), ("jobs",)]
+    assert worker.lanes[0].target == 0.3
 
 
 @settings(max_examples=200, deadline=None)

@@ -128,3 +128,42 @@ def test_alike_targets_keep_a_single_consumer(kafka_settings: KafkaSettings, new
         assert fetcher is not None and len(fetcher.consumers) == 1
         assert {t for t, _ in worker._rebalance.owned(fetcher.consumer)} == {a_in, b_in}
     assert sorted(int(r.value or b"0") for r in reader.records[out]) == list(range(-50, 50))
+
+
+class Keyed(BaseModel):
+    id: int
+    ts: float
+
+
+def test_two_workers_hold_both_sides_of_a_join_partition_when_one_side_is_also_read_urgently(
+    kafka_settings: KafkaSettings, new_topic: NewTopic
+) -> None:
+    # LS reads `clicks` at 200 ms; BA joins `clicks` with `orders` at 10 s. Were the join's two
+    # topics read by different lanes (consumers), the group's range assignor would order each
+    # topic's members independently, and in most rounds one worker got clicks[p] and the other
+    # orders[p] (before the fix: 3 of 4 rounds).
+    parts = 4
+    clicks, orders = new_topic(partitions=parts), new_topic(partitions=parts)
+    suffix = uuid.uuid4().hex[:6]
+    ls = Pipeline(f"ls-{suffix}", tenant="LS", latency_target="200ms")
+    ls.source(clicks, value=Keyed, key=str).map(lambda x: x.id).sink(new_topic())
+    ba = Pipeline(f"ba-{suffix}", tenant="BA", latency_target="10s")
+    left = ba.source(clicks, value=Keyed, key=str, timestamp="ts")
+    right = ba.source(orders, value=Keyed, key=str, timestamp="ts")
+    left.join(right, within="1s", joiner=lambda a, b: {"a": a.id, "b": b.id}).sink(new_topic())
+    jobs = new_topic(partitions=parts)
+    ba.source(jobs, value=Keyed).map(lambda x: x.id).sink(new_topic())
+    everything = {(topic, p) for topic in (clicks, orders, jobs) for p in range(parts)}
+    for round_ in range(3):
+        group = f"g-join-lanes-{suffix}-{round_}"
+        one, two = (Worker([ls, ba], kafka_settings, group=group, lanes="auto") for _ in range(2))
+        assert [lane.topics for lane in one.lanes] == [tuple(sorted((clicks, orders))), (jobs,)]
+        with running(one), running(two):
+            deadline = time.monotonic() + 60
+            while not (one.assignment and two.assignment and one.assignment | two.assignment == everything):
+                assert time.monotonic() < deadline, f"round {round_}: {one.assignment} {two.assignment}"
+                time.sleep(0.2)
+            held = [worker.assignment for worker in (one, two)]
+        for assignment in held:
+            sides = [{p for t, p in assignment if t == topic} for topic in (clicks, orders)]
+            assert sides[0] == sides[1], held
