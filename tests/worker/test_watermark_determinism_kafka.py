@@ -127,43 +127,48 @@ def results(records: list[Record]) -> list[Expected]:
     return found
 
 
-class Run:
-    """One delivery of the input: fresh topics and group, worker processes, a reader of the outputs."""
+class WorkerRun:
+    """Worker processes of one pipeline module against fresh topics, and a reader of what they write."""
 
-    def __init__(self, settings: KafkaSettings, new_topic: NewTopic, tmp: Path, name: str) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        new_topic: NewTopic,
+        tmp: Path,
+        name: str,
+        *,
+        module: str,
+        env: dict[str, str],
+        outputs: list[str],
+    ) -> None:
         self.settings = settings
-        self.source = new_topic(partitions=PARTITIONS)
-        self.outs = {kind: new_topic() for kind in KINDS}
         self.late, self.dlq = new_topic(), new_topic()
-        prefix = f"wm-{name}-{uuid.uuid4().hex[:6]}"
-        self.module = tmp / f"wm_{name}.py"
-        self.module.write_text(PIPELINE_MODULE)
-        self.group = f"g-{prefix}"
+        self.prefix = f"{name}-{uuid.uuid4().hex[:6]}"
+        self.module = tmp / f"{name.replace('-', '_')}.py"
+        self.module.write_text(module)
+        self.group = f"g-{self.prefix}"
         self.log = tmp / f"{name}.log"
         self.env = {
             **os.environ,
             "CADENZA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
             "CADENZA_SESSION_TIMEOUT_MS": "3000",
-            "WM_PREFIX": prefix,
-            "WM_SOURCE": self.source,
+            "WM_PREFIX": self.prefix,
             "WM_LATE": self.late,
             "WM_DLQ": self.dlq,
-            **{f"WM_OUT_{kind.upper()}": topic for kind, topic in self.outs.items()},
+            **env,
         }
-        self.reader = Reader(settings, [*self.outs.values(), self.late, self.dlq])
+        self.reader = Reader(settings, [*outputs, self.late, self.dlq])
         self.workers: list[crash.WorkerProcess] = []
         self.killed: list[crash.WorkerProcess] = []
-
-    def send(self, partition: int, rows: list[Row]) -> None:
-        produce(self.settings, self.source, encode(rows, partition))
 
     def start_worker(self) -> crash.WorkerProcess:
         worker = crash.WorkerProcess(self.module, self.group, self.env, self.log)
         self.workers.append(worker)
         return worker
 
-    def found(self) -> dict[str, set[Expected]]:
-        return {kind: set(results(self.reader.records[topic])) for kind, topic in self.outs.items()}
+    def kill(self, worker: crash.WorkerProcess) -> None:
+        worker.kill()
+        self.killed.append(worker)
 
     def wait(self, done: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -175,6 +180,42 @@ class Run:
                 raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}:\n{self.tail()}")
             self.reader.poll(0.2)
 
+    def tail(self) -> str:
+        return self.log.read_text()[-4000:] if self.log.exists() else ""
+
+    def check_nothing_late_or_dead(self, name: str) -> None:
+        late = self.reader.records[self.late]
+        assert not late, f"{name}: {len(late)} on-time records went late, e.g. {late[0]}\n{self.tail()}"
+        assert not self.reader.records[self.dlq], f"{name}: dead letters {self.reader.records[self.dlq][:3]}"
+
+    def close(self) -> None:
+        for worker in self.workers:
+            if worker.process.poll() is None:
+                worker.terminate()
+        self.reader.close()
+
+
+class Run(WorkerRun):
+    """One delivery of the input: a source topic and an output topic per window kind."""
+
+    def __init__(self, settings: KafkaSettings, new_topic: NewTopic, tmp: Path, name: str) -> None:
+        self.source = new_topic(partitions=PARTITIONS)
+        self.outs = {kind: new_topic() for kind in KINDS}
+        env = {
+            "WM_SOURCE": self.source,
+            **{f"WM_OUT_{kind.upper()}": topic for kind, topic in self.outs.items()},
+        }
+        outputs = list(self.outs.values())
+        super().__init__(
+            settings, new_topic, tmp, f"wm-{name}", module=PIPELINE_MODULE, env=env, outputs=outputs
+        )
+
+    def send(self, partition: int, rows: list[Row]) -> None:
+        produce(self.settings, self.source, encode(rows, partition))
+
+    def found(self) -> dict[str, set[Expected]]:
+        return {kind: set(results(self.reader.records[topic])) for kind, topic in self.outs.items()}
+
     def wait_results(self, expected: dict[str, set[Expected]], timeout: float = 120.0) -> None:
         def complete() -> bool:
             found = self.found()
@@ -183,15 +224,6 @@ class Run:
             )
 
         self.wait(complete, timeout, "every window result")
-
-    def tail(self) -> str:
-        return self.log.read_text()[-4000:] if self.log.exists() else ""
-
-    def close(self) -> None:
-        for worker in self.workers:
-            if worker.process.poll() is None:
-                worker.terminate()
-        self.reader.close()
 
 
 def backlog(run: Run, parts: list[list[Row]], expected: dict[str, set[Expected]]) -> None:
@@ -232,8 +264,7 @@ def killed(run: Run, parts: list[list[Row]], expected: dict[str, set[Expected]])
     # Its changelog is written with its commits (every 0.2 s): give it a few, so that the restart has
     # state to restore (a kill before the first one leaves an empty changelog and nothing to check).
     time.sleep(1.0)
-    first.kill()
-    run.killed.append(first)
+    run.kill(first)
     for partition, rows in enumerate(parts):
         run.send(partition, rows[half[partition] :])
     run.start_worker()
@@ -297,9 +328,7 @@ def test_window_results_are_the_same_whatever_the_fetch_timing(
             run.reader.settle(1.5)
         finally:
             run.close()
-        late = run.reader.records[run.late]
-        assert not late, f"{name}: {len(late)} on-time records went late, e.g. {late[0]}\n{run.tail()}"
-        assert not run.reader.records[run.dlq], f"{name}: dead letters {run.reader.records[run.dlq][:3]}"
+        run.check_nothing_late_or_dead(name)
         found = run.found()
         for kind in KINDS:
             wrong = found[kind] - expected[kind]
