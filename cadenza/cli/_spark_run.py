@@ -3,11 +3,8 @@ and a progress loop that stops the queries cleanly on Ctrl-C or SIGTERM."""
 
 from __future__ import annotations
 
-import signal
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
-from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -15,6 +12,7 @@ from rich.live import Live
 from rich.table import Table
 
 from cadenza.cli.console import console
+from cadenza.cli.stop_signals import stop_on_signals
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -140,20 +138,15 @@ def run_until_stopped(
 
     A failed query's exception propagates (after the others are stopped), so the command exits non-zero.
     """
-    stopping = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stopping.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with Live(_table(status()), console=console, refresh_per_second=2, transient=False) as live:
+        with (
+            stop_on_signals() as stopping,
+            Live(_table(status()), console=console, refresh_per_second=2, transient=False) as live,
+        ):
             while not stopping.is_set() and all(q.isActive for q in queries):
                 stopping.wait(1.0)
                 live.update(_table(status()))
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         stop()
     for query in queries:
         failure = query.exception()

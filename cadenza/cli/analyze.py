@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -28,14 +26,13 @@ from cadenza.analysis import Activity, WindowSummary, top, window_summaries
 from cadenza.analysis.kafka_read import TraceReader
 from cadenza.analysis.kafka_trace import ACTIVITIES_TOPIC
 from cadenza.cli.console import command_errors, console
+from cadenza.cli.stop_signals import stop_on_signals
 from cadenza.durations import parse_duration
 from cadenza.errors import CadenzaError
 from cadenza.infra.kafka.clients import flush_or_raise, make_producer
 from cadenza.infra.metrics.feedback import CRITICAL_PARTICIPATION_KIND, KIND_HEADER
 from cadenza.infra.metrics.topics import DEFAULT_FEEDBACK_TOPIC
 from cadenza.settings import KafkaSettings
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 SUMMARY_HEADER = (KIND_HEADER, CRITICAL_PARTICIPATION_KIND)
 
@@ -261,25 +258,21 @@ def _follow(
     workers: dict[str, None] = {}
     results: list[WindowSummary] = []
     lo = begin
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda _signum, _frame: stop.set()) for sig in _STOP_SIGNALS}
-    try:
-        while not stop.is_set():
-            for a in reader.poll(0.5):
-                trace.append(a)
-                workers[a.worker] = None
-            while time.time() >= lo + width + grace:
-                summary = _window(trace, lo, lo + width, list(workers)) if trace else None
-                if summary is not None:
-                    _report([summary], n)
-                    results.append(summary)
-                    if publisher is not None:
-                        publisher.publish([summary])
-                lo += width
-                trace = [a for a in trace if a.end >= lo]
-    except KeyboardInterrupt:
-        pass
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with stop_on_signals() as stop:
+        try:
+            while not stop.is_set():
+                for a in reader.poll(0.5):
+                    trace.append(a)
+                    workers[a.worker] = None
+                while time.time() >= lo + width + grace:
+                    summary = _window(trace, lo, lo + width, list(workers)) if trace else None
+                    if summary is not None:
+                        _report([summary], n)
+                        results.append(summary)
+                        if publisher is not None:
+                            publisher.publish([summary])
+                    lo += width
+                    trace = [a for a in trace if a.end >= lo]
+        except KeyboardInterrupt:
+            pass
     return results

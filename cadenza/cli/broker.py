@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import signal
-import threading
 from pathlib import Path
-from types import FrameType
 from typing import Annotated
 
 import typer
 
 from cadenza.cli.console import command_errors, console
+from cadenza.cli.stop_signals import stop_on_signals
 from cadenza.infra.broker.background import (
     background_status,
     default_state_dir,
@@ -60,27 +58,17 @@ def broker(
         console.print("stop it with: cadenza broker stop")
         return
     log_path = log_file or directory / "broker-foreground.log"
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with EmbeddedBroker(port=port, log_path=log_path) as running:
-            console.print(f"broker ready at [bold]{running.bootstrap_servers}[/] (log {log_path})")
-            console.print(f"use it with: export CADENZA_BOOTSTRAP_SERVERS={running.bootstrap_servers}")
-            console.print("press Ctrl-C to stop")
-            while not stop.wait(0.5):
-                process = running.process
-                if process is not None and process.poll() is not None:
-                    raise BrokerError(
-                        f"the broker exited unexpectedly (code {process.returncode}); see {log_path}"
-                    )
-            console.print("stopping the broker")
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with stop_on_signals() as stop, EmbeddedBroker(port=port, log_path=log_path) as running:
+        console.print(f"broker ready at [bold]{running.bootstrap_servers}[/] (log {log_path})")
+        console.print(f"use it with: export CADENZA_BOOTSTRAP_SERVERS={running.bootstrap_servers}")
+        console.print("press Ctrl-C to stop")
+        while not stop.wait(0.5):
+            process = running.process
+            if process is not None and process.poll() is not None:
+                raise BrokerError(
+                    f"the broker exited unexpectedly (code {process.returncode}); see {log_path}"
+                )
+        console.print("stopping the broker")
 
 
 @broker_app.command("status")

@@ -8,36 +8,18 @@ SIGTERM is otherwise ignored.
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from types import FrameType
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cadenza.cli.console import command_errors, console
+from cadenza.cli.stop_signals import stop_on_signals
 from cadenza.errors import ConfigError
 from cadenza.loadgen import Bursts, LoadPlan, LoadStats, Stream, run_load
 from cadenza.settings import KafkaSettings
-
-
-@contextmanager
-def _stop_on_signals() -> Iterator[threading.Event]:
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _describe(stats: LoadStats) -> str:
@@ -117,7 +99,7 @@ def generate_command(
     rates = ", ".join(f"{s.kind} {s.rate:g}/s -> {s.topic}" for s in streams)
     sys.stdout.write(f"cadenza generate at {settings.bootstrap_servers}: {rates}, {mode}, seed {seed}\n")
     sys.stdout.flush()
-    with _stop_on_signals() as stop:
+    with stop_on_signals() as stop:
         if console.is_terminal:
             with Progress(
                 TextColumn("[bold]generate"),

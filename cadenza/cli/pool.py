@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
-from types import FrameType
 from typing import Annotated
 
 import typer
 
 from cadenza.cli.console import command_errors
+from cadenza.cli.stop_signals import stop_on_signals
 from cadenza.infra.metrics.server import MetricsServer
 from cadenza.pipelines import PipelineGraph, load_pipelines
 from cadenza.scaling.controller import ControllerSettings, PoolController
@@ -144,18 +142,11 @@ def pool_command(
     server: MetricsServer | None = None
     if metrics_port is not None:
         server = pool.exporter.start_http(metrics_port, host=metrics_host)
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    sys.stdout.write(f"cadenza pool of {min_workers}..{max_workers} workers in group {group!r}\n")
-    sys.stdout.flush()
     try:
-        pool.run(stop)
+        with stop_on_signals() as stop:
+            sys.stdout.write(f"cadenza pool of {min_workers}..{max_workers} workers in group {group!r}\n")
+            sys.stdout.flush()
+            pool.run(stop)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         if server is not None:
             server.close()
