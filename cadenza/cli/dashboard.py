@@ -8,14 +8,13 @@ sections, which otherwise say "not available".
 
 from __future__ import annotations
 
-import signal
-import threading
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
 from cadenza.cli.console import command_errors, console
+from cadenza.cli.stop_signals import stop_on_signals
 from cadenza.dashboard import Dashboard, DiscoveryReader, FeedbackReader, serve_dashboard
 from cadenza.settings import KafkaSettings
 
@@ -87,12 +86,9 @@ def dashboard_command(
     server = serve_dashboard(board, host=host, port=port, interval_s=interval)
     source = f"{len(set(workers))} worker(s)" + (f" and those announced on {discovery_topic}" * bool(found))
     console.print(f"dashboard at [bold]{server.url}[/] for {source}; Ctrl-C stops it")
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())  # a container's stop, like Ctrl-C
     try:
-        stop.wait()
-    except KeyboardInterrupt:
-        pass
+        with stop_on_signals() as stop:
+            stop.wait()
     finally:
         console.print("stopping the dashboard")
         server.close()
