@@ -22,8 +22,10 @@ class SchemaError(CadenzaError):
     """A model cannot be expressed as an Avro schema; raised when a codec is built, never per record."""
 
 
-class EncodeError(CadenzaError):
-    """A value could not be encoded (for instance an int outside Avro's 64-bit ``long``)."""
+class _TypedError(CadenzaError):
+    """What encoding and decoding errors share: the name of the exception underneath (``error_type``),
+    which the dead-letter headers carry so that failures can be grouped without parsing messages, and
+    pickling that keeps it (see :func:`_rebuild`)."""
 
     def __init__(self, message: str, *, error_type: str) -> None:
         super().__init__(message)
@@ -33,19 +35,16 @@ class EncodeError(CadenzaError):
         return (_rebuild, (type(self), str(self), self.error_type))
 
 
-class DecodeError(CadenzaError):
+class EncodeError(_TypedError):
+    """A value could not be encoded (for instance an int outside Avro's 64-bit ``long``)."""
+
+
+class DecodeError(_TypedError):
     """Bytes could not be turned into a value: malformed, truncated, wrong schema or failed validation.
 
     ``error_type`` names the underlying exception class (``ValidationError``, ``EOFError``...), so a
     dead-letter consumer can group failures without parsing the message.
     """
-
-    def __init__(self, message: str, *, error_type: str) -> None:
-        super().__init__(message)
-        self.error_type = error_type
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild, (type(self), str(self), self.error_type))
 
     def as_headers(self) -> list[tuple[str, bytes]]:
         """Headers describing this error, for the record a worker sends to its dead-letter topic."""
@@ -58,8 +57,6 @@ class DecodeError(CadenzaError):
         ]
 
 
-def _rebuild(
-    cls: type[DecodeError] | type[EncodeError], message: str, error_type: str
-) -> DecodeError | EncodeError:
+def _rebuild(cls: type[_TypedError], message: str, error_type: str) -> _TypedError:
     # Keyword-only constructors break the default exception pickling, which replays ``args``.
     return cls(message, error_type=error_type)
