@@ -54,6 +54,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
+from cadenza.dashboard.histogram import histogram_quantile as prometheus_quantile
 from cadenza.demo.cpu_work import burn
 from cadenza.demo.machine import machine_and_commit, machine_busy_seconds, process_cpu_seconds, write_result
 from cadenza.infra.broker.embedded import EmbeddedBroker
@@ -729,24 +730,10 @@ def stage_percentiles(before: Buckets, after: Buckets) -> dict[str, dict[str, di
 
 
 def histogram_quantile(cumulative: dict[float, float], q: float) -> float | None:
-    """Quantile ``q`` (ms) of a histogram given as cumulative counts per upper bound (``inf`` last),
-    linear inside the bucket it falls in; the largest finite bound if it falls in the ``+Inf`` one."""
-    bounds = sorted(cumulative)
-    total = cumulative.get(math.inf, cumulative[bounds[-1]] if bounds else 0.0)
-    if not bounds or total <= 0:
-        return None
-    rank = q * total
-    lower, below = 0.0, 0.0
-    for bound in bounds:
-        count = cumulative[bound]
-        if count >= rank:
-            if math.isinf(bound):
-                return round(lower * 1000, 3)
-            inside = count - below
-            share = (rank - below) / inside if inside > 0 else 1.0
-            return round((lower + (bound - lower) * share) * 1000, 3)
-        lower, below = bound, count
-    return round(lower * 1000, 3)
+    """Quantile ``q`` (ms) of a histogram given as cumulative counts per upper bound (``inf`` last):
+    the dashboard's estimate (Prometheus' own), so that the S1 report and the dashboard agree."""
+    value = prometheus_quantile(q, cumulative)
+    return None if value is None else round(value * 1000, 3)
 
 
 def scheduler_queue_wait(text: str) -> dict[str, dict[str, float | None]]:
