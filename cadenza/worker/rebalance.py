@@ -1,6 +1,8 @@
 """Rebalance handling: what the worker does when the group assigns, revokes or loses partitions.
 
-Assignment is incremental (cooperative-sticky). The assignment callback starts the restore of the
+Assignment is incremental (cooperative-sticky), or whole (the eager ``range`` assignor, which a
+join needs to co-partition its inputs; the worker says which through :attr:`Rebalance.eager`). The
+assignment callback starts the restore of the
 newly assigned partitions' state (:mod:`cadenza.worker.restoring`): those that have state to restore
 are assigned *paused*, so none of their records is fetched before it is back, and the worker resumes
 each once its own state is read. If starting it fails the worker must not run those records on
@@ -67,6 +69,7 @@ class Rebalance:
         "_restore",
         "broken",
         "changes",
+        "eager",
         "failure",
         "joined",
     )
@@ -106,6 +109,10 @@ class Rebalance:
         self.broken = False
         #: An error raised inside a callback, re-raised by the run loop.
         self.failure: BaseException | None = None
+        #: The group's assignor is an eager one (``range``, which a join needs): an assignment is
+        #: taken whole with ``assign``; the client refuses ``incremental_assign`` then (and logs a
+        #: warning for it at every rebalance, which is why the worker says which it configured).
+        self.eager = False
 
     @property
     def assignment(self) -> set[tuple[str, int]]:
@@ -138,8 +145,9 @@ class Rebalance:
         held: list[TopicPartition] = []
         try:
             held = self._restore(partitions)
+            # The plan's takes add to an assignment the worker keeps itself: always incremental.
             if (held or take) and consumer is not None:
-                _assign_paused(consumer, partitions, held)
+                self.eager |= _assign_paused(consumer, partitions, held, eager=self.eager and not take)
             if self._on_assigned is not None:
                 self._on_assigned(partitions)
         except BaseException as exc:
@@ -199,18 +207,27 @@ class Rebalance:
             _log.info("%s %s (%d queued record(s) handed back)", why, _names(partitions), dropped)
 
 
-def _assign_paused(consumer: Consumer, partitions: list[TopicPartition], held: list[TopicPartition]) -> None:
+def _assign_paused(
+    consumer: Consumer, partitions: list[TopicPartition], held: list[TopicPartition], *, eager: bool
+) -> bool:
     """Take the assignment now (the client would right after the callback) and pause ``held`` before
-    anything of theirs is fetched. Incremental under the cooperative protocol; the eager one (an
-    assignor such as ``range``) takes the whole assignment with ``assign`` and refuses the other."""
-    try:
-        consumer.incremental_assign(partitions)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError._STATE:  # the eager protocol's refusal; anything else is real
-            raise
+    anything of theirs is fetched: incrementally under the cooperative protocol, whole with ``assign``
+    under the eager one. Returns whether the protocol turned out eager (a consumer configured with an
+    eager assignor the worker did not know of refuses the incremental call)."""
+    refused = False
+    if eager:
         consumer.assign(partitions)
+    else:
+        try:
+            consumer.incremental_assign(partitions)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._STATE:  # the eager protocol's refusal; anything else is real
+                raise
+            consumer.assign(partitions)
+            refused = True
     if held:
         consumer.pause(held)
+    return refused
 
 
 def _names(partitions: Iterable[TopicPartition]) -> str:

@@ -66,7 +66,13 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from cadenza.analysis.kafka_trace import KafkaActivityTrace, activities_topic_spec
 from cadenza.errors import CadenzaError, ConfigError
-from cadenza.infra.kafka.clients import ClientErrors, make_admin, make_consumer, raise_for_message_error
+from cadenza.infra.kafka.clients import (
+    DEFAULT_ASSIGNOR,
+    ClientErrors,
+    make_admin,
+    make_consumer,
+    raise_for_message_error,
+)
 from cadenza.infra.kafka.errors import BrokerUnavailableError, KafkaClientError, from_kafka_exception
 from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
 from cadenza.infra.metrics import names
@@ -595,6 +601,8 @@ class Worker:
         overrides["max.poll.interval.ms"] = round(self.max_poll_interval * 1000)
         # Each lane's prefetch bounds (see cadenza.worker.lanes), then what the caller overrides.
         given = self._consumer_overrides
+        assignor = str({**overrides, **given}.get("partition.assignment.strategy", DEFAULT_ASSIGNOR))
+        self._rebalance.eager = "cooperative" not in assignor
         self._consumers = [
             make_consumer(self.settings, self.group, **{**overrides, **lane.fetch, **given})
             for lane in self.lanes

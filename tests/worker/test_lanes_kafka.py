@@ -136,7 +136,7 @@ class Keyed(BaseModel):
 
 
 def test_two_workers_hold_both_sides_of_a_join_partition_when_one_side_is_also_read_urgently(
-    kafka_settings: KafkaSettings, new_topic: NewTopic
+    kafka_settings: KafkaSettings, new_topic: NewTopic, caplog: pytest.LogCaptureFixture
 ) -> None:
     # LS reads `clicks` at 200 ms; BA joins `clicks` with `orders` at 10 s. Were the join's two
     # topics read by different lanes (consumers), the group's range assignor would order each
@@ -167,3 +167,8 @@ def test_two_workers_hold_both_sides_of_a_join_partition_when_one_side_is_also_r
         for assignment in held:
             sides = [{p for t, p in assignment if t == topic} for topic in (clicks, orders)]
             assert sides[0] == sides[1], held
+        # The join made the group's assignor range (eager): the worker knew, so it took its
+        # assignments whole instead of having the client refuse (and log a warning) every time.
+        assert one._rebalance.eager and two._rebalance.eager
+    refused = [r.getMessage() for r in caplog.records if "assign() call failed" in r.getMessage()]
+    assert not refused, refused[:2]

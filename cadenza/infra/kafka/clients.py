@@ -197,6 +197,11 @@ def make_producer(settings: KafkaSettings, **overrides: Any) -> tuple[Producer, 
     return Producer(config), errors
 
 
+#: The consumers' assignor: incremental rebalances, so a member joining or leaving stops only the
+#: partitions that move (a join needs ``range``, see the worker).
+DEFAULT_ASSIGNOR = "cooperative-sticky"
+
+
 def make_consumer(settings: KafkaSettings, group_id: str, **overrides: Any) -> tuple[Consumer, ClientErrors]:
     """A consumer in ``group_id`` with manual commits and the settings' session timeout."""
     config, errors = _common(settings, "consumer")
@@ -211,7 +216,7 @@ def make_consumer(settings: KafkaSettings, group_id: str, **overrides: Any) -> t
             # The classic protocol: KIP-848's "consumer" protocol is not supported by every broker
             # cadenza runs against (Tansu), and the classic one works everywhere.
             "group.protocol": "classic",
-            "partition.assignment.strategy": "cooperative-sticky",
+            "partition.assignment.strategy": DEFAULT_ASSIGNOR,
         }
     )
     config.update(overrides)
@@ -270,6 +275,7 @@ def wait_for_broker(settings: KafkaSettings, timeout: float = 30.0) -> ClusterMe
 
 
 __all__ = [
+    "DEFAULT_ASSIGNOR",
     "ClientErrors",
     "DeliveryReport",
     "KafkaClientError",
