@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from cadenza.dashboard.histogram import histogram_quantile as prometheus_quantile
 from cadenza.demo.cpu_work import burn
@@ -597,6 +598,7 @@ def run_system(  # noqa: PLR0917
     metrics_port = None if peer is not None else config.metrics_port or free_port()
     queue_wait: dict[str, dict[str, float | None]] = {}
     stages: dict[str, dict[str, dict[str, float | None]]] = {}
+    requests: dict[str, dict[str, float]] = {}
     try:
         with system_process(
             system, settings, topics, run, config, capacity.iterations, out / "logs", metrics_port, peer
@@ -640,6 +642,7 @@ def run_system(  # noqa: PLR0917
                 at_end = scrape(metrics_port)
                 queue_wait = scheduler_queue_wait(at_end)
                 stages = stage_percentiles(stage_buckets(at_start), stage_buckets(at_end))
+                requests = kafka_requests(at_start, at_end)
     finally:
         reader.close()
     result = measure(system, config, expected, reader, phase_start, phase_end, capacity.ba_rps)
@@ -650,6 +653,15 @@ def run_system(  # noqa: PLR0917
             f"  {system}: CPU while measured ({cpu['wall_s']:.0f} s): {system} {cpu['system_s']:.1f} s"
             f"{broker}, all other processes {cpu['others_s']:.1f} s"
         )
+    if requests:
+        result["kafka_requests"] = requests
+        shown = [
+            f"{client} {kind} {count:.0f}"
+            for client, kinds in sorted(requests.items())
+            for kind, count in sorted(kinds.items())
+            if kind in ("Produce", "Fetch")
+        ]
+        progress(f"  {system}: requests while measured: {', '.join(shown)}")
     for tenant, waits in queue_wait.items():
         if tenant in result:
             result[tenant].update(waits)
@@ -687,6 +699,28 @@ def scrape(port: int) -> str:
             return text
     except OSError:
         return ""
+
+
+def kafka_requests(before: str, after: str) -> dict[str, dict[str, float]]:
+    """Requests per client (``producer``, ``lane0``...) and type sent between two scrapes of the
+    worker's /metrics (``cadenza_kafka_requests_total``): what the worker asked of the broker, whose
+    cost grows with requests more than with records."""
+
+    def totals(text: str) -> dict[tuple[str, str], float]:
+        return {
+            (sample.labels["client"], sample.labels["request"]): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "cadenza_kafka_requests_total"
+        }
+
+    start = totals(before)
+    sent: dict[str, dict[str, float]] = {}
+    for (client, kind), count in totals(after).items():
+        delta = count - start.get((client, kind), 0.0)
+        if delta > 0:
+            sent.setdefault(client, {})[kind] = delta
+    return sent
 
 
 def stage_buckets(text: str) -> Buckets:

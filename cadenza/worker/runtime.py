@@ -516,7 +516,8 @@ class Worker:
         check_group_plan(
             self.settings, admin, self.group, group_plan, replace=self.replace_plan, timeout=timeout
         )
-        self._output = Output(self.settings)
+        # Statistics each second: the requests it sends (cadenza_kafka_requests_total).
+        self._output = Output(self.settings, **{"statistics.interval.ms": 1000})
         if self.spans_topic is not None:
             self.emitter = SpanEmitter.to_kafka(
                 self.settings, self.spans_topic, worker_id=self.worker_id, sample_ratio=self.span_sample_ratio
@@ -630,6 +631,12 @@ class Worker:
             return totals
 
         self.exporter.register_callback(names.KAFKA_CLIENT_ERRORS, client_errors)
+        clients = [*((lane.name, errors) for lane, (_, errors) in zip(self.lanes, consumers, strict=True))]
+        clients.append(("producer", producer_errors))
+        self.exporter.register_callback(
+            names.KAFKA_REQUESTS,
+            lambda: {(client, kind): n for client, errors in clients for kind, n in errors.requests.items()},
+        )
         self._fetcher = Fetcher(
             [(consumer, lane.topics) for (consumer, _), lane in zip(consumers, self.lanes, strict=True)],
             self._flow,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from cadenza.demo.machine import machine_busy_seconds, process_cpu_seconds
 from cadenza.demo.s1 import (
@@ -28,6 +29,7 @@ from cadenza.demo.s1 import (
     expectations,
     format_table,
     histogram_quantile,
+    kafka_requests,
     measure,
     median_run,
     percentile,
@@ -318,3 +320,17 @@ def test_the_cpu_of_a_process_and_of_the_machine_grow_with_work() -> None:
     assert after - before >= 0.2
     assert machine_after - machine_before >= 0.2
     assert process_cpu_seconds(None) is None
+
+
+def test_kafka_requests_are_what_each_client_sent_between_the_scrapes() -> None:
+    registry = CollectorRegistry()
+    requests = Counter("cadenza_kafka_requests", "", ("client", "request"), registry=registry)
+    requests.labels("lane0", "Fetch").inc(40)
+    requests.labels("producer", "Produce").inc(5)
+    before = generate_latest(registry).decode()
+    requests.labels("lane0", "Fetch").inc(12)
+    requests.labels("lane1", "Fetch").inc(3)  # a client that appeared in between counts from zero
+    after = generate_latest(registry).decode()
+    # The producer sent nothing in between: it is left out rather than shown with 0.
+    assert kafka_requests(before, after) == {"lane0": {"Fetch": 12.0}, "lane1": {"Fetch": 3.0}}
+    assert kafka_requests("", "") == {}

@@ -19,6 +19,7 @@ from confluent_kafka import TopicPartition
 from pydantic import BaseModel
 
 from cadenza.infra.kafka.clients import make_consumer
+from cadenza.infra.metrics import PrometheusExporter
 from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
@@ -73,6 +74,7 @@ def test_two_lanes_lose_nothing_keep_the_bound_and_commit_through_their_own_cons
         batch_size=500,
         policy="cameo",
         lanes="auto",
+        exporter=(exporter := PrometheusExporter()),
     )
     assert [lane.topics for lane in worker.lanes] == [(urgent_in,), (bulk_in,)]
 
@@ -101,11 +103,21 @@ def test_two_lanes_lose_nothing_keep_the_bound_and_commit_through_their_own_cons
         assert owned == [{urgent_in}, {bulk_in}]
         # The flood paused bulk partitions only: the urgent lane was never held back.
         assert worker.counters.pauses >= 1
-        reader.settle(0.5)
+        reader.settle(1.5)  # at least one more second: librdkafka's statistics of the whole run
+        requests = {
+            (sample.labels["client"], sample.labels["request"]): sample.value
+            for metric in exporter.registry.collect()
+            for sample in metric.samples
+            if sample.name == "cadenza_kafka_requests_total"
+        }
     urgent_ids = sorted(int(r.value or b"-1") for r in reader.records[urgent_out])
     bulk_ids = sorted(int(r.value or b"-1") for r in reader.records[bulk_out])
     assert urgent_ids == list(range(trickle)) and bulk_ids == list(range(flood))
     assert 0 < worker.counters.peak_buffered <= max_buffered
+    # What each client asked of the broker: both lanes fetched, the producer produced (in batches:
+    # fewer requests than results).
+    assert requests[("lane0", "Fetch")] > 0 and requests[("lane1", "Fetch")] > 0
+    assert 0 < requests[("producer", "Produce")] < trickle + flood
     # Both lanes' offsets are in the one group, at the end of each topic.
     assert committed(kafka_settings, group, urgent_in) == trickle
     assert committed(kafka_settings, group, bulk_in) == flood

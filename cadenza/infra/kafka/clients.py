@@ -71,6 +71,9 @@ class ClientErrors:
         self.brokers_up = True
         #: Consumer lag per (topic, partition) from the last statistics report (consumers only).
         self.consumer_lag: dict[tuple[str, int], int] = {}
+        #: Requests sent to the brokers by type (``Produce``, ``Fetch``, ``Heartbeat``...), as of the
+        #: last statistics report: what the client costs the broker, which counts requests, not records.
+        self.requests: dict[str, int] = {}
 
     def __call__(self, error: KafkaError) -> None:
         name = error.name()
@@ -110,6 +113,7 @@ class ClientErrors:
             brokers = report.get("brokers", {})
             up = any(broker.get("state") == "UP" for broker in brokers.values())
             self.consumer_lag = _consumer_lag(report.get("topics", {}))
+            self.requests = _requests(brokers, self.requests)
         except (ValueError, AttributeError, TypeError):  # a malformed report must not break the poll loop
             return
         if up != self.brokers_up:
@@ -139,6 +143,17 @@ def _consumer_lag(topics: dict[str, Any]) -> dict[tuple[str, int], int]:
             if int(partition) >= 0 and isinstance(value, int) and value >= 0:
                 lag[(topic, int(partition))] = value
     return lag
+
+
+def _requests(brokers: dict[str, Any], before: dict[str, int]) -> dict[str, int]:
+    """Requests by type summed over the brokers; never below ``before`` (a broker connection that
+    librdkafka drops takes its counts along, and a counter must not go down)."""
+    totals: dict[str, int] = {}
+    for broker in brokers.values():
+        for kind, count in broker.get("req", {}).items():
+            if isinstance(count, int) and count > 0:
+                totals[kind] = totals.get(kind, 0) + count
+    return {kind: max(count, before.get(kind, 0)) for kind, count in {**before, **totals}.items()}
 
 
 class DeliveryReport:

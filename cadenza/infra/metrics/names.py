@@ -33,6 +33,7 @@ __all__ = [
     "FEEDBACK_SUPERSEDED",
     "FETCH_LATENCY",
     "KAFKA_CLIENT_ERRORS",
+    "KAFKA_REQUESTS",
     "LATENCY_BUCKETS",
     "LATENCY_TARGET",
     "OBSERVED_OUTPUT_RATE",
@@ -363,6 +364,18 @@ KAFKA_CLIENT_ERRORS = MetricDef(
 connection failed), ``_ALL_BROKERS_DOWN``. A rising count with ``cadenza_broker_reachable`` at 1 is
 a flaky network; the fatal ones also stop the worker."""
 
+KAFKA_REQUESTS = MetricDef(
+    "cadenza_kafka_requests",
+    _C,
+    "Requests the worker's clients sent to the brokers, by type (librdkafka's statistics).",
+    ("client", "request"),
+)
+"""``client``: ``producer``, or the consumer of a fetch lane (``lane0``, ``lane1``...); ``request``:
+the Kafka API (``Produce``, ``Fetch``, ``OffsetCommit``, ``Heartbeat``...). Updated each second. A
+broker's cost follows its requests more than its records: records per ``Produce`` request (against
+``cadenza_records_produced_total``) is how well the producer batches, and ``Fetch`` requests of a
+quiet lane are the empty fetches its broker wait allows."""
+
 WATERMARK_IDLE_TIMEOUTS = MetricDef(
     "cadenza_watermark_idle_timeouts",
     MetricKind.COUNTER,
@@ -493,6 +506,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     WATERMARK_IDLE_TIMEOUTS,
     BROKER_REACHABLE,
     KAFKA_CLIENT_ERRORS,
+    KAFKA_REQUESTS,
     WORKER_RESTARTS,
     FEEDBACK_APPLIED,
     FEEDBACK_REJECTED,

@@ -132,3 +132,21 @@ def test_statistics_give_the_consumer_lag_of_known_partitions_only() -> None:
     assert errors.consumer_lag == {("in", 0): 12, ("out", 3): 0}
     errors.statistics(json.dumps({"brokers": {}, "topics": {"in": {"partitions": "garbled"}}}))
     assert errors.consumer_lag == {("in", 0): 12, ("out", 3): 0}  # a malformed report changes nothing
+
+
+def test_statistics_sum_the_requests_of_every_broker_and_never_go_down() -> None:
+    errors = ClientErrors("producer")
+    report = {
+        "brokers": {
+            "b1": {"state": "UP", "req": {"Produce": 7, "Metadata": 2, "Fetch": 0}},
+            "b2": {"state": "UP", "req": {"Produce": 3, "Metadata": 1}},
+            ":0/internal": {"state": "UP", "req": {}},
+        }
+    }
+    errors.statistics(json.dumps(report))
+    assert errors.requests == {"Produce": 10, "Metadata": 3}
+    # b2's connection went (and its counts with it): the totals stay, then grow from there.
+    errors.statistics(json.dumps({"brokers": {"b1": {"state": "UP", "req": {"Produce": 8, "Metadata": 4}}}}))
+    assert errors.requests == {"Produce": 10, "Metadata": 4}
+    errors.statistics(json.dumps({"brokers": {"b1": {"state": "UP", "req": "garbled"}}}))
+    assert errors.requests == {"Produce": 10, "Metadata": 4}  # a malformed report changes nothing
