@@ -180,8 +180,8 @@ class WorkerRun:
                 raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}:\n{self.tail()}")
             self.reader.poll(0.2)
 
-    def tail(self) -> str:
-        return self.log.read_text()[-4000:] if self.log.exists() else ""
+    def tail(self, size: int = 4000) -> str:
+        return self.log.read_text()[-size:] if self.log.exists() else ""
 
     def check_nothing_late_or_dead(self, name: str) -> None:
         late = self.reader.records[self.late]
@@ -298,12 +298,17 @@ SCENARIOS: dict[str, Callable[[Run, list[list[Row]], dict[str, set[Expected]]], 
 }
 
 
-@settings(
-    max_examples=2,
-    deadline=None,
-    phases=[Phase.generate],  # shrinking would rerun whole broker scenarios
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+def broker_scenarios(max_examples: int) -> settings:
+    """Hypothesis settings for examples that each run whole scenarios through the broker."""
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        phases=[Phase.generate],  # shrinking would rerun whole broker scenarios
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
+
+@broker_scenarios(2)
 @given(seed=st.integers(0, 2**31), per_partition=st.integers(60, 160))
 def test_window_results_are_the_same_whatever_the_fetch_timing(
     kafka_settings: KafkaSettings,
