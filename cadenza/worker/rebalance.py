@@ -2,12 +2,12 @@
 
 Assignment is incremental (cooperative-sticky), or whole (the eager ``range`` assignor, which a
 join needs to co-partition its inputs; the worker says which through :attr:`Rebalance.eager`). The
-assignment callback starts the restore of the
-newly assigned partitions' state (:mod:`cadenza.worker.restoring`): those that have state to restore
-are assigned *paused*, so none of their records is fetched before it is back, and the worker resumes
-each once its own state is read. If starting it fails the worker must not run those records on
-missing state, so the failure is kept for the run loop to raise (the client may swallow what a
-callback raises) and the worker is marked broken (nothing more is committed).
+assignment callback starts the restore of the newly assigned partitions' state
+(:mod:`cadenza.worker.restoring`): those that have state to restore are assigned *paused*, so none
+of their records is fetched before it is back, and the worker resumes each once its own state is
+read. If starting it fails the worker must not run those records on missing state, so the failure
+is kept for the run loop to raise (the client may swallow what a callback raises) and the worker is
+marked broken (nothing more is committed).
 
 On revocation what finished is committed first and then the partitions' queued records are dropped:
 they are handed back, uncommitted, to the partition's next owner. A lost partition belongs to
