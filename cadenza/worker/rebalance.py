@@ -125,7 +125,8 @@ class Rebalance:
             return set(self._owned.get(id(consumer), ()))
 
     def wait_assigned(self, timeout: float) -> bool:
-        """Block until the group gave this worker partitions (their restore may still be under way)."""
+        """Block until the group gave this worker partitions and every lane's consumer has joined
+        (their restore may still be under way)."""
         return self._assigned.wait(timeout)
 
     def raise_failure(self) -> None:
@@ -172,7 +173,9 @@ class Rebalance:
         _log.info("assigned %s", _names(running) or "nothing")
         if held:
             _log.info("restoring %s (paused until their state is back)", _names(held))
-        if partitions:
+        # Assigned once every lane has heard from the group: a worker whose bulk lane joined first
+        # must not be taken as ready while its urgent lane's partitions are still on their way.
+        if self.joined and self._assignment:
             self._assigned.set()
 
     def on_revoke(self, consumer: Consumer | None, partitions: list[TopicPartition]) -> None:

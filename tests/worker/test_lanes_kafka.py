@@ -87,6 +87,10 @@ def test_two_lanes_lose_nothing_keep_the_bound_and_commit_through_their_own_cons
 
     with reading(kafka_settings, [urgent_out, bulk_out]) as reader, running(worker):
         assert worker.wait_assigned(30)
+        # Assigned means every lane joined: the urgent lane's partitions are here too, whichever lane
+        # the group answered first.
+        lanes = worker._fetcher.consumers if worker._fetcher is not None else []
+        assert len(lanes) == 2 and all(worker._rebalance.owned(consumer) for consumer in lanes)
         streaming = threading.Thread(target=stream_urgent, daemon=True)
         streaming.start()
         reader.wait_for(
