@@ -107,7 +107,8 @@ class ClientErrors:
             )
 
     def statistics(self, raw: str) -> None:
-        """librdkafka's statistics JSON: a broker connection in state ``UP`` means reachable again."""
+        """librdkafka's statistics JSON: a broker connection in state ``UP`` means reachable again
+        (for a consumer); the requests sent by type; a consumer's lag."""
         try:
             report = json.loads(raw)
             brokers = report.get("brokers", {})
@@ -115,6 +116,10 @@ class ClientErrors:
             self.consumer_lag = _consumer_lag(report.get("topics", {}))
             self.requests = _requests(brokers, self.requests)
         except (ValueError, AttributeError, TypeError):  # a malformed report must not break the poll loop
+            return
+        if self.role == "producer":
+            # A producer connects only when it has something to send, so an idle one has no
+            # connection up and that says nothing about the broker: reachability is the consumers'.
             return
         if up != self.brokers_up:
             _log.log(

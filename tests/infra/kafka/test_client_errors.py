@@ -150,3 +150,12 @@ def test_statistics_sum_the_requests_of_every_broker_and_never_go_down() -> None
     assert errors.requests == {"Produce": 10, "Metadata": 4}
     errors.statistics(json.dumps({"brokers": {"b1": {"state": "UP", "req": "garbled"}}}))
     assert errors.requests == {"Produce": 10, "Metadata": 4}  # a malformed report changes nothing
+
+
+def test_an_idle_producer_without_a_connection_is_not_reported_unreachable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    errors = ClientErrors("producer")
+    errors.statistics(json.dumps({"brokers": {"b1": {"state": "INIT", "req": {"Produce": 0}}}}))
+    assert errors.brokers_up
+    assert not [r for r in caplog.records if "no broker connection" in r.getMessage()]
