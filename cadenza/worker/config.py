@@ -197,7 +197,9 @@ class WorkerConfig(BaseSettings):
         "each other; one lane if they all are), off (one consumer for every topic), or ascending "
         "bounds in ms (500,10000: topics whose tightest target is below 500 ms, below 10 s, the "
         "rest). Lanes behind the most urgent one wait at the broker for 5% of their target (at "
-        "least the fetch wait, at most 500 ms) or 256 KB; see benchmarks/RESULTS.md.",
+        "least the fetch wait, at most 500 ms) or 256 KB, and write through a producer of their own "
+        "that lingers 2% of their target (at least the linger, at most 100 ms); see "
+        "benchmarks/RESULTS.md.",
     )
 
     fetch_wait_ms: int = _field(

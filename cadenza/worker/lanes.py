@@ -28,6 +28,21 @@ offsets stay in that group whatever the lanes are (a topic that changes lane kee
 The most urgent lanes fetch with a small prefetch (records reach the scheduler fresh); the last lane
 keeps the bulk settings the worker always had.
 
+**Produce lanes.** The same lanes write: every topic a pipeline writes (sinks, repartition topics,
+changelogs, its late and dead-letter topics) goes through the producer of the lane its pipeline's
+target falls in (:func:`plan_produce_lanes`; a topic written by several pipelines, through the most
+urgent of theirs, so one producer keeps each topic's order). librdkafka lingers per partition: a
+batch leaves when its first record is ``linger.ms`` old, and it sends one produce request per
+partition's batch. A worker that interleaves an urgent tenant's short quanta with a bulk tenant's
+hands the bulk partitions their records spread over time, so with one producer lingering a few
+milliseconds for the urgent records, the bulk records leave in many small requests, and the broker
+pays per request (a cameo worker in S1 sent 23-69% more produce requests than fifo for the same
+records; the same records handed to one producer round-robin over 20 partitions cost 5.5-8 times
+the requests and 3-4 times the broker CPU of runs per partition: ``benchmarks/RESULTS.md``). A lane
+behind the most urgent one therefore has a producer of its own, lingering
+:data:`PRODUCE_LINGER_SHARE` of its tightest writer's target (at most :data:`PRODUCE_LINGER_CAP`,
+never less than the worker's ``linger``); the most urgent lane keeps the worker's ``linger``.
+
 The most urgent lane's broker wait is the worker's ``fetch_wait`` (20 ms by default): short, because
 the embedded broker holds a parked fetch for the whole wait even when data arrives meanwhile, so the
 wait is latency on a quiet partition. Every lane behind it is *patient* (:func:`patient_fetch`): it
@@ -55,11 +70,15 @@ __all__ = [
     "BULK_WAIT_CAP",
     "BULK_WAIT_SHARE",
     "LANE_RATIO",
+    "PRODUCE_LINGER_CAP",
+    "PRODUCE_LINGER_SHARE",
     "Lane",
+    "ProduceLane",
     "joint_targets",
     "lane_bounds",
     "patient_fetch",
     "plan_lanes",
+    "plan_produce_lanes",
     "topic_targets",
 ]
 
@@ -84,6 +103,11 @@ BULK_WAIT_CAP = 0.5
 #: ...unless this many bytes are ready (a burst fills a fetch at once, so throughput is kept).
 BULK_MIN_BYTES = 256 * 1024
 
+#: A produce lane behind the most urgent one lingers this share of its tightest writer's target...
+PRODUCE_LINGER_SHARE = 0.02
+#: ...but at most this many seconds (batches of a tenth of a second are already few requests).
+PRODUCE_LINGER_CAP = 0.1
+
 
 @dataclass(frozen=True, slots=True)
 class Lane:
@@ -98,6 +122,53 @@ class Lane:
     @property
     def name(self) -> str:
         return f"lane{self.index}"
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceLane:
+    """One producer's topics and linger; the first lane's producer also writes every topic not
+    listed in any lane (a worker's own records: rates, spans)."""
+
+    index: int
+    topics: tuple[str, ...]
+    linger_ms: int
+
+    @property
+    def name(self) -> str:
+        return "producer" if self.index == 0 else f"producer-lane{self.index}"
+
+
+def plan_produce_lanes(
+    writers: Iterable[tuple[str, float]], lanes: Sequence[Lane], linger_ms: int
+) -> list[ProduceLane]:
+    """The producers for ``(topic, latency target of a pipeline writing it)`` pairs, given the fetch
+    ``lanes`` (most urgent first) and the worker's ``linger_ms``.
+
+    A pipeline's lane is the last fetch lane whose target is at most the pipeline's (the first if
+    none is), a topic's the most urgent of its writers'. Lane 0 lingers ``linger_ms``; a later lane
+    ``max(linger_ms, min(PRODUCE_LINGER_CAP, PRODUCE_LINGER_SHARE * t))`` in whole ms, ``t`` the
+    tightest target among the pipelines writing through it. Lanes left without a topic are dropped,
+    except lane 0; indices are kept, so a producer is named after the fetch lane it writes for."""
+    pairs = list(writers)
+    bounds = [lane.target for lane in lanes]
+    lane_of: dict[str, int] = {}
+    tightest: dict[int, float] = {}
+    for topic, target in pairs:
+        index = max((i for i, bound in enumerate(bounds) if bound <= target), default=0)
+        lane_of[topic] = min(index, lane_of.get(topic, index))
+    for topic, target in pairs:
+        index = lane_of[topic]
+        tightest[index] = min(target, tightest.get(index, target))
+    grouped: dict[int, list[str]] = {0: []}
+    for topic, index in lane_of.items():
+        grouped.setdefault(index, []).append(topic)
+
+    def linger(index: int) -> int:
+        if index == 0:
+            return linger_ms
+        return max(linger_ms, round(min(PRODUCE_LINGER_CAP, PRODUCE_LINGER_SHARE * tightest[index]) * 1000))
+
+    return [ProduceLane(index, tuple(sorted(grouped[index])), linger(index)) for index in sorted(grouped)]
 
 
 def topic_targets(readers: Iterable[tuple[str, float]]) -> dict[str, float]:

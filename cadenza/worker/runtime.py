@@ -3,7 +3,8 @@
 One group reads every source and repartition topic of every pipeline, through one consumer per fetch
 lane (:mod:`cadenza.worker.lanes`: topics of latency-sensitive pipelines apart from bulk ones, so an
 urgent record never waits in librdkafka's queue behind bulk records fetched before it; one lane, one
-consumer, when the pipelines' targets are alike); one producer writes everything.
+consumer, when the pipelines' targets are alike), and one producer per lane writes what the lane's
+pipelines write (a bulk lane's lingering longer, so that its records leave in few requests).
 :meth:`Worker.start` creates the topics, assembles the plan in one pass (:mod:`cadenza.worker.plan`:
 tasks whose operators get their stamps and metrics when built, and their schedules) and joins the
 group. Each :meth:`Worker.step`:
@@ -105,7 +106,14 @@ from cadenza.worker.gc_tuning import GcTuning
 from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_spec
 from cadenza.worker.idle_clock import READ_GAP, IdleClock
 from cadenza.worker.inflight import Pending
-from cadenza.worker.lanes import Lane, joint_targets, plan_lanes, topic_targets
+from cadenza.worker.lanes import (
+    Lane,
+    ProduceLane,
+    joint_targets,
+    plan_lanes,
+    plan_produce_lanes,
+    topic_targets,
+)
 from cadenza.worker.operators.progress import FrontierTap
 from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.operators.stateful import StatefulStep
@@ -117,7 +125,7 @@ from cadenza.worker.rates import RatesPublisher, track_true_rates
 from cadenza.worker.rebalance import Rebalance
 from cadenza.worker.restoring import StateRestorer
 from cadenza.worker.task import Task
-from cadenza.worker.topics import plan_topics
+from cadenza.worker.topics import plan_topics, written_topics
 from cadenza.worker.topology import SubTopology, check_copartitioned, join_inputs, split
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import is_progress
@@ -332,6 +340,11 @@ class Worker:
         targets = joint_targets(topic_targets(readers), joined)
         #: The fetch lanes, most urgent first (one: a single consumer, as without lanes).
         self.lanes: list[Lane] = plan_lanes(targets, lanes, fetch_wait)
+        writers = [
+            (topic, g.latency_target_s) for g, subs in self.subtopologies for topic in written_topics(g, subs)
+        ]
+        #: The producers, most urgent first: one per fetch lane that has topics to write.
+        self.produce_lanes: list[ProduceLane] = plan_produce_lanes(writers, self.lanes, settings.linger_ms)
         self.scheduler: Scheduler[SchedKey, Unit] = Scheduler(
             self.policy, clock=clock, max_records=quantum_records, max_seconds=quantum_seconds
         )
@@ -517,7 +530,7 @@ class Worker:
             self.settings, admin, self.group, group_plan, replace=self.replace_plan, timeout=timeout
         )
         # Statistics each second: the requests it sends (cadenza_kafka_requests_total).
-        self._output = Output(self.settings, **{"statistics.interval.ms": 1000})
+        self._output = Output.for_lanes(self.settings, self.produce_lanes, **{"statistics.interval.ms": 1000})
         if self.spans_topic is not None:
             self.emitter = SpanEmitter.to_kafka(
                 self.settings, self.spans_topic, worker_id=self.worker_id, sample_ratio=self.span_sample_ratio
@@ -609,7 +622,7 @@ class Worker:
             for lane in self.lanes
         ]
         consumers = list(self._consumers)
-        producer_errors = self._output.client_errors
+        producers = list(self._output.lane_errors)
         self.exporter.register_callback(
             names.BROKER_REACHABLE, lambda: int(all(errors.brokers_up for _, errors in consumers))
         )
@@ -625,14 +638,16 @@ class Worker:
 
         def client_errors() -> dict[tuple[str, ...], float | int]:
             totals: dict[tuple[str, ...], float | int] = {}
-            for errors in (*(errors for _, errors in consumers), producer_errors):
+            for errors in (*(errors for _, errors in consumers), *(errors for _, errors in producers)):
                 for name, count in dict(errors.counts).items():
                     totals[(errors.role, name)] = totals.get((errors.role, name), 0) + count
             return totals
 
         self.exporter.register_callback(names.KAFKA_CLIENT_ERRORS, client_errors)
-        clients = [*((lane.name, errors) for lane, (_, errors) in zip(self.lanes, consumers, strict=True))]
-        clients.append(("producer", producer_errors))
+        clients = [
+            *((lane.name, errors) for lane, (_, errors) in zip(self.lanes, consumers, strict=True)),
+            *producers,
+        ]
         self.exporter.register_callback(
             names.KAFKA_REQUESTS,
             lambda: {(client, kind): n for client, errors in clients for kind, n in errors.requests.items()},
@@ -703,6 +718,14 @@ class Worker:
             if len(self.lanes) > 1
             else ", ".join(self._routes),
         )
+        if len(self.produce_lanes) > 1:
+            _log.info(
+                "producers: %s",
+                "; ".join(
+                    f"{lane.name} (linger {lane.linger_ms} ms): {', '.join(lane.topics)}"
+                    for lane in self.produce_lanes
+                ),
+            )
 
     def _hung(self, failure: BaseException) -> None:
         # From the watchdog: a user call ran past max.poll.interval.ms; raised after it returns.

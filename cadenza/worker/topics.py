@@ -16,7 +16,7 @@ from cadenza.infra.kafka.topics import TopicSpec
 from cadenza.pipelines import PipelineGraph
 from cadenza.worker.topology import SubTopology, check_no_cycles_across
 
-__all__ = ["plan_topics"]
+__all__ = ["plan_topics", "written_topics"]
 
 _COMPACT = {"cleanup.policy": "compact"}
 
@@ -67,6 +67,19 @@ def plan_topics(
         want(graph.dead_letter_topic, default_partitions)
         want(graph.late_topic, default_partitions)
     return [TopicSpec(name, partitions=n, configs=configs.get(name, {})) for name, n in counts.items()]
+
+
+def written_topics(graph: PipelineGraph, subtopologies: list[SubTopology]) -> set[str]:
+    """Every topic a pipeline's steps write: sinks, repartition topics, changelogs, its dead-letter and
+    late topics (what a produce lane routes, see :func:`cadenza.worker.lanes.plan_produce_lanes`)."""
+    written = {*graph.sink_topics, graph.dead_letter_topic, graph.late_topic}
+    for sub in subtopologies:
+        written.update(sub.repartition_topics)
+        for node_id in sub.stateful:
+            changelog = graph.node(node_id).changelog_topic
+            if changelog is not None:
+                written.add(changelog)
+    return written
 
 
 def _check_changelog(

@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cadenza.errors import ConfigError
-from cadenza.pipelines import Pipeline
+from cadenza.pipelines import Pipeline, Tumbling
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
 from cadenza.worker.config import WorkerConfig
@@ -21,11 +21,15 @@ from cadenza.worker.lanes import (
     BULK_WAIT_CAP,
     BULK_WAIT_SHARE,
     LANE_RATIO,
+    PRODUCE_LINGER_CAP,
+    PRODUCE_LINGER_SHARE,
     URGENT_FETCH,
+    Lane,
     joint_targets,
     lane_bounds,
     patient_fetch,
     plan_lanes,
+    plan_produce_lanes,
     topic_targets,
 )
 
@@ -129,6 +133,75 @@ def test_the_worker_puts_a_repartition_topic_in_the_lane_of_the_pipeline_reading
         {"jobs"},
     ]
     assert len(Worker([ls, ba], settings_, lanes="off").lanes) == 1
+
+
+def test_the_worker_writes_each_pipelines_topics_through_its_lanes_producer() -> None:
+    ls = Pipeline("plane-ls", tenant="LS", latency_target="300ms")
+    ls.source("clicks").key_by(lambda v: v).window(Tumbling("1s")).count().sink("ls-out")
+    ba = Pipeline("plane-ba", tenant="BA", latency_target="5s")
+    ba.source("jobs").map(lambda v: v).sink("ba-out")
+    settings_ = KafkaSettings(bootstrap_servers="127.0.0.1:1", linger_ms=5)
+    worker = Worker([ls, ba], settings_, lanes="auto")
+    assert [(lane.name, lane.linger_ms) for lane in worker.produce_lanes] == [
+        ("producer", 5),
+        ("producer-lane1", round(min(PRODUCE_LINGER_CAP, PRODUCE_LINGER_SHARE * 5.0) * 1000)),
+    ]
+    urgent, bulk = (set(lane.topics) for lane in worker.produce_lanes)
+    # Everything LS writes (its repartition topic and window changelog too) lingers as briefly as ever.
+    assert {"ls-out", "plane-ls.dlq", "plane-ls.late", "plane-ls.2-key_by.repartition"} <= urgent
+    assert any("changelog" in topic for topic in urgent)
+    assert bulk == {"ba-out", "plane-ba.dlq", "plane-ba.late"}
+    # One lane (or lanes off): one producer, the worker's linger, for everything.
+    off = Worker([ls, ba], settings_, lanes="off").produce_lanes
+    assert len(off) == 1 and off[0].linger_ms == 5 and "ba-out" in off[0].topics
+
+
+def test_a_topic_written_by_pipelines_of_two_lanes_goes_through_the_most_urgent() -> None:
+    lanes = [Lane(0, ("a",), 0.3, {}), Lane(1, ("b",), 10.0, {})]
+    produce = plan_produce_lanes([("shared", 10.0), ("bulk", 10.0), ("shared", 0.3)], lanes, 5)
+    assert [(lane.topics, lane.linger_ms) for lane in produce] == [(("shared",), 5), (("bulk",), 100)]
+    # The linger is a share of the bulk target, never below the worker's own, and at most the cap.
+    assert (
+        plan_produce_lanes([("x", 1.0)], [Lane(0, (), 0.1, {}), Lane(1, (), 1.0, {})], 5)[1].linger_ms == 20
+    )
+    assert (
+        plan_produce_lanes([("x", 1.0)], [Lane(0, (), 0.1, {}), Lane(1, (), 1.0, {})], 50)[1].linger_ms == 50
+    )
+    # A lane nobody writes through is dropped; the first is always there (the worker's own records).
+    assert plan_produce_lanes([("x", 0.3)], lanes, 5) == plan_produce_lanes([("x", 0.3)], lanes[:1], 5)
+    assert [lane.topics for lane in plan_produce_lanes([("x", 20.0)], lanes, 5)] == [(), ("x",)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    readers=st.lists(st.floats(0.01, 100.0), min_size=1, max_size=5),
+    writers=st.lists(st.tuples(st.sampled_from("stuvwxyz"), st.floats(0.01, 100.0)), max_size=12),
+    linger_ms=st.integers(1, 60),
+)
+def test_produce_lanes_against_a_brute_force(
+    readers: list[float], writers: list[tuple[str, float]], linger_ms: int
+) -> None:
+    lanes = plan_lanes({f"in{i}": target for i, target in enumerate(readers)})
+    got = plan_produce_lanes(writers, lanes, linger_ms)
+
+    def lane_of(target: float) -> int:  # the last fetch lane not tighter than the writer
+        fits = [lane.index for lane in lanes if lane.target <= target]
+        return fits[-1] if fits else 0
+
+    expected: dict[int, set[str]] = {0: set()}
+    for topic in {topic for topic, _ in writers}:
+        index = min(lane_of(target) for t, target in writers if t == topic)
+        expected.setdefault(index, set()).add(topic)
+    assert {lane.index: set(lane.topics) for lane in got} == expected
+    for lane in got:
+        tightest = min((target for t, target in writers if t in lane.topics), default=None)
+        if lane.index == 0 or tightest is None:
+            assert lane.linger_ms == linger_ms
+        else:
+            share = min(PRODUCE_LINGER_CAP, PRODUCE_LINGER_SHARE * tightest)
+            assert lane.linger_ms == max(linger_ms, round(share * 1000))
+    # Every written topic has exactly one producer.
+    assert sorted(t for lane in got for t in lane.topics) == sorted({t for t, _ in writers})
 
 
 @settings(max_examples=300, deadline=None)

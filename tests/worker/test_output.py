@@ -9,6 +9,7 @@ import pytest
 from cadenza.infra.broker.embedded import free_port
 from cadenza.infra.kafka.errors import DeliveryError
 from cadenza.settings import KafkaSettings
+from cadenza.worker.lanes import ProduceLane
 from cadenza.worker.output import Output
 
 
@@ -52,3 +53,20 @@ def test_pressure_is_on_above_half_the_local_queue_and_off_once_it_drained() -> 
     with pytest.raises(DeliveryError, match=r"3 record\(s\) were not delivered"):
         output.flush()
     assert output.full_waits == 0
+
+
+def test_lane_producers_are_each_flushed_served_and_pushed_back_by() -> None:
+    # Nothing listens: every record of either producer fails after the delivery timeout.
+    settings = KafkaSettings(bootstrap_servers=f"127.0.0.1:{free_port()}", delivery_timeout_ms=1000)
+    lanes = [ProduceLane(0, ("urgent",), 5), ProduceLane(1, ("bulk",), 100)]
+    output = Output.for_lanes(settings, lanes, log_level=0, **{"queue.buffering.max.messages": 4})
+    assert [name for name, _ in output.lane_errors] == ["producer", "producer-lane1"]
+    assert output.producer_for("urgent") is output.producer
+    assert output.producer_for("bulk") is not output.producer
+    assert output.producer_for("elsewhere") is output.producer
+    output.produce("bulk", b"value", b"1")
+    output.produce("bulk", b"value", b"2")
+    assert pressed(output)  # the bulk producer alone is at its high mark: the worker holds back
+    output.produce("urgent", b"value", b"3")
+    with pytest.raises(DeliveryError, match=r"3 record\(s\) were not delivered"):
+        output.flush()  # waits for both producers' records, and counts both producers' failures

@@ -309,7 +309,7 @@ class SinkOp(_Writer):
         self.codec: ValueCodec[Any] | None = codec_for("json") if json else None
         self._avro: dict[type, tuple[ValueCodec[Any], OutHeaders | None]] = {}
         self.headers: OutHeaders | None = None if output.trace_header is None else [output.trace_header]
-        self._produce = output.producer.produce
+        self._produce = output.producer_for(topic).produce
         #: Records each result's deadline and makes the context it carries on (see
         #: :mod:`cadenza.worker.context_stamps`); ``None``: neither.
         self.stamp = stamp
