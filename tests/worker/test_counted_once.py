@@ -118,6 +118,9 @@ class _WritingOutput(_Output):
         self.epoch = Epoch(cast(Output, self))
         self.deliver = self.epoch.delivered
 
+    def producer_for(self, topic: str) -> _Producer:
+        return self.producer
+
     def produce(self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None) -> None:
         if len(value or b"") > self.limit:
             raise RecordTooLargeError(f"{topic}: too large")

@@ -38,6 +38,9 @@ class _Output:
         self.producer = self
         self.trace_header: tuple[str, bytes] | None = None  # no activity trace
 
+    def producer_for(self, topic: str) -> _Output:
+        return self
+
     def produce(
         self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None, **_: Any
     ) -> None:

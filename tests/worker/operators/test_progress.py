@@ -92,6 +92,9 @@ class _Output:
     def producer(self) -> _Output:
         return self
 
+    def producer_for(self, topic: str) -> _Output:
+        return self
+
     def produce(self, *args: Any, **kwargs: Any) -> None:
         pass
 
