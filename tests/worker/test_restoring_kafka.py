@@ -62,7 +62,9 @@ def test_partitions_come_back_on_their_own_and_a_join_changelog_is_read_once(
     kafka_settings: KafkaSettings, new_topic: NewTopic
 ) -> None:
     changelog = new_topic(partitions=3, configs={"cleanup.policy": "compact"})
-    big = write_state(kafka_settings, changelog, 0, 20_000)
+    # Big enough to take many fetches (some 90,000 records against a fetch's 1 MB per partition), so that it
+    # cannot finish before the small partition's first fetch (20,000 once did, in one or two).
+    big = write_state(kafka_settings, changelog, 0, 90_000)
     small = write_state(kafka_settings, changelog, 1, 3)
     step = RestoredInto(changelog)
     counters = WorkerCounters()
@@ -86,10 +88,10 @@ def test_partitions_come_back_on_their_own_and_a_join_changelog_is_read_once(
     order = [key for ready in readied for key in ready]
     assert sorted(order) == sorted(held)
     assert order.index(("small-left", 1)) < order.index(("big-in", 0)), "the small state waited for the big"
-    assert step.restored[0] == (big, Position(offset=20_000))
+    assert step.restored[0] == (big, Position(offset=len(big)))
     assert step.restored[1] == (small, Position(offset=3))
     assert step.restored[2] == ({}, None)
-    assert counters.restored_keys == 20_003
+    assert counters.restored_keys == len(big) + len(small)
     assert restorer.settled.is_set()
 
 
