@@ -213,8 +213,8 @@ class Output:
 
     @property
     def pressure(self) -> bool:
-        """The producer's local queue is above its high mark: fetch and start nothing more until the
-        broker's acknowledgements bring it down (one cheap length read)."""
+        """A producer's local queue is above its high mark: fetch and start nothing more until the
+        broker's acknowledgements bring it down (one cheap length read per producer)."""
         high = self._high
         return any(len(producer) >= high for producer in self._producers)
 
