@@ -599,6 +599,7 @@ def run_system(  # noqa: PLR0917
     queue_wait: dict[str, dict[str, float | None]] = {}
     stages: dict[str, dict[str, dict[str, float | None]]] = {}
     requests: dict[str, dict[str, float]] = {}
+    stalls: dict[str, dict[str, float]] = {}
     try:
         with system_process(
             system, settings, topics, run, config, capacity.iterations, out / "logs", metrics_port, peer
@@ -643,6 +644,7 @@ def run_system(  # noqa: PLR0917
                 queue_wait = scheduler_queue_wait(at_end)
                 stages = stage_percentiles(stage_buckets(at_start), stage_buckets(at_end))
                 requests = kafka_requests(at_start, at_end)
+                stalls = loop_stalls(at_start, at_end)
     finally:
         reader.close()
     result = measure(system, config, expected, reader, phase_start, phase_end, capacity.ba_rps)
@@ -662,6 +664,12 @@ def run_system(  # noqa: PLR0917
             if kind in ("Produce", "Fetch")
         ]
         progress(f"  {system}: requests while measured: {', '.join(shown)}")
+    if metrics_port is not None:
+        result["stalls"] = stalls
+        said = ", ".join(
+            f"{phase} {s['stalls']:.0f} ({s['seconds']:.2f} s)" for phase, s in sorted(stalls.items())
+        )
+        progress(f"  {system}: stalls of the worker's loop while measured: {said or 'none'}")
     for tenant, waits in queue_wait.items():
         if tenant in result:
             result[tenant].update(waits)
@@ -701,26 +709,43 @@ def scrape(port: int) -> str:
         return ""
 
 
+def counter_deltas(
+    before: str, after: str, name: str, labels: tuple[str, ...]
+) -> dict[tuple[str, ...], float]:
+    """How much each series of counter sample ``name`` (keyed by the values of ``labels``) grew between
+    two scrapes of the worker's /metrics; series that did not grow are left out."""
+
+    def totals(text: str) -> dict[tuple[str, ...], float]:
+        return {
+            tuple(sample.labels[label] for label in labels): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == name
+        }
+
+    start = totals(before)
+    grown = {key: value - start.get(key, 0.0) for key, value in totals(after).items()}
+    return {key: delta for key, delta in grown.items() if delta > 0}
+
+
 def kafka_requests(before: str, after: str) -> dict[str, dict[str, float]]:
     """Requests per client (``producer``, ``lane0``...) and type sent between two scrapes of the
     worker's /metrics (``cadenza_kafka_requests_total``): what the worker asked of the broker, whose
     cost grows with requests more than with records."""
-
-    def totals(text: str) -> dict[tuple[str, str], float]:
-        return {
-            (sample.labels["client"], sample.labels["request"]): sample.value
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-            if sample.name == "cadenza_kafka_requests_total"
-        }
-
-    start = totals(before)
     sent: dict[str, dict[str, float]] = {}
-    for (client, kind), count in totals(after).items():
-        delta = count - start.get((client, kind), 0.0)
-        if delta > 0:
-            sent.setdefault(client, {})[kind] = delta
+    deltas = counter_deltas(before, after, "cadenza_kafka_requests_total", ("client", "request"))
+    for (client, kind), count in deltas.items():
+        sent.setdefault(client, {})[kind] = count
     return sent
+
+
+def loop_stalls(before: str, after: str) -> dict[str, dict[str, float]]:
+    """Stalls of the worker's loop between two scrapes, by the phase that took longest: how many, and
+    their busy seconds (``cadenza_worker_stalls_total``, see :mod:`cadenza.worker.loop_watch`). Every
+    tenant's records waited them out, whatever the policy."""
+    counts = counter_deltas(before, after, "cadenza_worker_stalls_total", ("phase",))
+    seconds = counter_deltas(before, after, "cadenza_worker_stall_seconds_total", ("phase",))
+    return {phase: {"stalls": n, "seconds": seconds.get((phase,), 0.0)} for (phase,), n in counts.items()}
 
 
 def stage_buckets(text: str) -> Buckets:

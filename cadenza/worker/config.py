@@ -258,6 +258,17 @@ class WorkerConfig(BaseSettings):
         ge=0,
     )
 
+    stall_threshold_ms: float = _field(
+        100.0,
+        "A round of the worker's loop busy this long (a fetch that waited for records with nothing "
+        "queued does not count) kept every tenant's records waiting: it is counted in "
+        "cadenza_worker_stalls_total by the phase that took longest, and logged at WARNING with each "
+        "phase's time (at most every 10 s).",
+        "ms",
+        gt=0.0,
+        lt=3_600_000.0,
+    )
+
     @classmethod
     def load(cls, **values: Any) -> WorkerConfig:
         """The environment's ``CADENZA_*`` settings overridden by ``values``; a ConfigError naming each
@@ -304,6 +315,7 @@ class WorkerConfig(BaseSettings):
             "gc_young_threshold": self.gc_young_threshold,
             "ownership": self.ownership,
             "worker_id": self.worker_id,
+            "stall_threshold": self.stall_threshold_ms / 1000.0,
         }
         if given:
             defaults = type(self).model_construct().worker_arguments()

@@ -39,6 +39,7 @@ __all__ = ["Executor", "SchedKey"]
 SchedKey = tuple[int, int]
 #: ``(activity, wall start, wall end, detail)``: the activity trace's recorder.
 Record = Callable[[str, float, float, str | None], None]
+_NO_QUANTUM: tuple[float, SchedKey] = (0.0, (0, 0))
 
 
 class Backpressure(Protocol):
@@ -60,6 +61,7 @@ class Executor:
         "record",
         "scheduler",
         "schedules",
+        "slowest",
         "tags",
         "words",
     )
@@ -90,6 +92,8 @@ class Executor:
         #: clock, which window steps time their inputs' silence on (see
         #: :mod:`cadenza.worker.idle_clock`); a private one when nothing reads it.
         self.read_clock = IdleClock()
+        #: The slowest quantum of the last :meth:`run_for`: (seconds, its scheduler key).
+        self.slowest: tuple[float, SchedKey] = _NO_QUANTUM
 
     def run_for(self, seconds: float) -> int:
         """Run quanta, best priority first, until the buffer is empty, ``seconds`` have passed or the
@@ -98,7 +102,10 @@ class Executor:
         schedules = self.schedules
         output = self.output
         perf = time.perf_counter
-        until = perf() + seconds
+        now = perf()
+        until = now + seconds
+        slowest = 0.0
+        self.slowest = _NO_QUANTUM
         ran = 0
         while output is None or not output.pressure:
             quantum = scheduler.next_batch()
@@ -113,9 +120,24 @@ class Executor:
             after = self.after_quantum
             if after is not None:
                 after()
-            if perf() >= until:
+            started, now = now, perf()
+            if now - started > slowest:  # a subtraction per quantum: what a stall's log line names
+                slowest = now - started
+                self.slowest = (slowest, quantum.key)
+            if now >= until:
                 break
         return ran
+
+    def slowest_quantum(self) -> str | None:
+        """The slowest quantum of the last :meth:`run_for` (with its bookkeeping), for a stall's log."""
+        took, (index, partition) = self.slowest
+        if took <= 0.0 or index >= len(self.schedules):
+            return None
+        schedule = self.schedules[index]
+        return (
+            f"slowest quantum: {schedule.pipeline}/{schedule.operator_id} partition {partition}, "
+            f"{took * 1000.0:.0f} ms"
+        )
 
     def run_quantum(self, quantum: Quantum[SchedKey, Unit], schedule: TaskSchedule) -> int:
         """Run one quantum's records, measuring each; one reply to the policy for the quantum.

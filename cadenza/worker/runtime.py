@@ -114,6 +114,7 @@ from cadenza.worker.lanes import (
     plan_produce_lanes,
     topic_targets,
 )
+from cadenza.worker.loop_watch import LoopWatch
 from cadenza.worker.operators.progress import FrontierTap
 from cadenza.worker.operators.routing import KeyByOp, progress_due
 from cadenza.worker.operators.stateful import StatefulStep
@@ -213,6 +214,9 @@ class Worker:
     ``ownership``: ``group`` (the consumer group's rebalances give the partitions) or ``plan`` (the
     ownership plan of a pool controller does, and partitions move warm and one at a time, see
     :mod:`.ownership`; ``worker_id`` names the worker in the plan and must then be stable).
+    ``stall_threshold``: seconds of one round of the loop (less a fetch that waited for records) past
+    which it is a stall, counted by phase in ``cadenza_worker_stalls_total`` and logged
+    (:mod:`.loop_watch`).
     ``config``: a :class:`~cadenza.worker.config.WorkerConfig` giving every setting it declares (the
     keyword arguments it covers must then be left out).
     """
@@ -256,6 +260,7 @@ class Worker:
         crash_dir: str | Path | None = None,
         gc_young_threshold: int = 10_000,
         ownership: str = "group",
+        stall_threshold: float = 0.1,
         config: WorkerConfig | None = None,
     ) -> None:
         if config is not None:
@@ -297,6 +302,8 @@ class Worker:
             raise ConfigError(f"gc_young_threshold must be at least 0, got {gc_young_threshold!r}")
         if ownership not in ("group", "plan"):
             raise ConfigError(f"ownership must be 'group' or 'plan', got {ownership!r}")
+        if not (0.0 < stall_threshold < 3600.0):
+            raise ConfigError(f"stall_threshold must be in (0, 3600) s, got {stall_threshold!r}")
         graphs = [p.compile() if isinstance(p, Pipeline) else p for p in pipelines]
         if ownership == "plan" and any(node.kind == "join" for graph in graphs for node in graph.nodes):
             # A join's state partition p is fed by partition p of both inputs; the plan moves input
@@ -319,6 +326,8 @@ class Worker:
         self._slot: CrashSlot | None = None
         #: The collector's settings while started (:mod:`.gc_tuning`).
         self._gc = GcTuning(gc_young_threshold)
+        #: Rounds of the loop that kept queued records waiting ``stall_threshold`` s (:mod:`.loop_watch`).
+        self.loop_watch = LoopWatch(stall_threshold)
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
         self.restore_timeout = restore_timeout
@@ -587,6 +596,8 @@ class Worker:
             names.WATERMARK_IDLE_TIMEOUTS, lambda: {labels: w.idle_timeouts for labels, w in stateful.items()}
         )
         self.exporter.register_callback(names.BUFFERED_RECORDS, lambda: len(self.scheduler))
+        self.exporter.register_callback(names.WORKER_STALLS, self.loop_watch.counts)
+        self.exporter.register_callback(names.WORKER_STALL_SECONDS, self.loop_watch.stalled_seconds)
         self.exporter.register_callback(names.PAUSED_PARTITIONS, lambda: len(self._flow.paused))
         self.rates = track_true_rates(self.exporter, self._schedules, window_s=self.rate_window_s)
         if self.feedback_topic is not None:
@@ -826,8 +837,12 @@ class Worker:
             raise CadenzaError("the worker is not started")
         for _, errors in consumers:
             errors.raise_fatal()
+        watch = self.loop_watch
+        marks, clock = watch.marks, watch.clock  # the phases' ends (see loop_watch.PHASES)
+        marks[0] = clock()
         follower = self._follower
         self._settle_gc()
+        marks[1] = clock()
         scheduler = self.scheduler
         buffered = len(scheduler)
         pressure = output.pressure
@@ -844,11 +859,12 @@ class Worker:
                 )
             follower.step(budget=budget)
         idle_clock = self.idle_clock
+        block = not restorer.restoring and (follower is None or not follower.warming)
+        marks[2] = clock()
         idle_clock.fetch_started()
-        messages = fetcher.fetch(
-            buffered, pressure, block=not restorer.restoring and (follower is None or not follower.warming)
-        )
+        messages = fetcher.fetch(buffered, pressure, block=block)
         idle_clock.fetch_ended()
+        marks[3] = clock()
         consumed = time.time() if trace is not None else 0.0
         rebalance = self._rebalance
         rebalance.raise_failure()
@@ -870,32 +886,43 @@ class Worker:
                 guard.extend((key, p.fetched) for key, p in self._checkpoint.inflight.partitions.items())
         if trace is not None:
             trace.fetch(messages, queued=buffered > 0, started=fetch_start, returned=consumed)
+        marks[4] = clock()
         if restorer.restoring:
             self._restore_step()
+        marks[5] = clock()
         self._flow_control()
         feedback = self.feedback
         if feedback is not None and feedback.pending:
             model = self.cost_model
             if model is not None:
                 feedback.apply_pending(model)
+        marks[6] = clock()
         ran = self.run_for(self.run_slice)
+        marks[7] = clock()
         if self._processors:
             ran += self._fire_wall_clock_timers()
         now = time.monotonic()
         if self._keyed and progress_due(self._keyed, now - self._last_progress, self.progress_interval):
             # Also asked after each quantum (send_due_progress); this covers a round that ran none.
             self._broadcast_progress(now)
+        marks[8] = clock()
         checkpoint = self._checkpoint
         if checkpoint.due(now, worked=bool(ran or messages), buffered=len(scheduler)):
             checkpoint.take()
         if checkpoint.open:
             checkpoint.advance(self._committing())
+        marks[9] = clock()
         publisher = self.rates_publisher
         if publisher is not None:
             publisher.poll()
         self.counters.batches += 1
         if self.trace is not None:
             self.trace.recorder.poll(time.time())
+        marks[10] = clock()
+        # The fetch could wait only with nothing queued, nothing pushing back and blocking allowed
+        # (Fetcher.fetch): then no record waited on the worker while it did.
+        waited = block and not buffered and not pressure
+        watch.end(waited=waited, queued=buffered + len(messages), run_detail=self._executor.slowest_quantum)
         return len(messages)
 
     def admit(self, messages: list[Message]) -> None:

@@ -30,6 +30,7 @@ from cadenza.demo.s1 import (
     format_table,
     histogram_quantile,
     kafka_requests,
+    loop_stalls,
     measure,
     median_run,
     percentile,
@@ -334,3 +335,23 @@ def test_kafka_requests_are_what_each_client_sent_between_the_scrapes() -> None:
     # The producer sent nothing in between: it is left out rather than shown with 0.
     assert kafka_requests(before, after) == {"lane0": {"Fetch": 12.0}, "lane1": {"Fetch": 3.0}}
     assert kafka_requests("", "") == {}
+
+
+def test_loop_stalls_are_the_stalls_and_seconds_of_each_phase_between_the_scrapes() -> None:
+    registry = CollectorRegistry()
+    stalls = Counter("cadenza_worker_stalls", "", ("phase",), registry=registry)
+    seconds = Counter("cadenza_worker_stall_seconds", "", ("phase",), registry=registry)
+    stalls.labels("run").inc(2)
+    seconds.labels("run").inc(0.5)
+    stalls.labels("fetch").inc(0)
+    before = generate_latest(registry).decode()
+    stalls.labels("run").inc(1)
+    seconds.labels("run").inc(0.25)
+    stalls.labels("checkpoint").inc(4)
+    seconds.labels("checkpoint").inc(1.5)
+    after = generate_latest(registry).decode()
+    assert loop_stalls(before, after) == {
+        "run": {"stalls": 1.0, "seconds": 0.25},
+        "checkpoint": {"stalls": 4.0, "seconds": 1.5},
+    }
+    assert loop_stalls(after, after) == {}

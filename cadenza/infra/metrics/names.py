@@ -62,6 +62,8 @@ __all__ = [
     "WATERMARK_IDLE_TIMEOUTS",
     "WINDOW_CLOSE_WAIT",
     "WORKER_RESTARTS",
+    "WORKER_STALLS",
+    "WORKER_STALL_SECONDS",
     "MetricDef",
     "MetricKind",
 ]
@@ -385,6 +387,28 @@ WATERMARK_IDLE_TIMEOUTS = MetricDef(
 )
 """Each firing is also logged, once per (step, partition, input); see docs/watermarks.md."""
 
+WORKER_STALLS = MetricDef(
+    "cadenza_worker_stalls",
+    _C,
+    "Rounds of the worker's loop that kept queued records waiting at least stall_threshold_ms, by "
+    "the phase that took longest.",
+    ("phase",),
+)
+"""``phase``: ``freeze``, ``copies``, ``fetch``, ``admit``, ``restore``, ``control``, ``run``,
+``timers``, ``checkpoint`` or ``publish`` (see :mod:`cadenza.worker.loop_watch`). Every tenant's
+records wait out a stall, so a rising count explains latency the scheduler cannot: ``run`` is a slow
+user function or quantum (the log line names the slowest quantum), ``fetch`` a rebalance or commit
+callback, ``freeze`` and ``restore`` large state settling. Each stall is also logged at WARNING
+with every phase's time, at most every 10 s."""
+
+WORKER_STALL_SECONDS = MetricDef(
+    "cadenza_worker_stall_seconds",
+    _C,
+    "Busy seconds of the rounds counted in cadenza_worker_stalls_total, by the phase that took longest.",
+    ("phase",),
+)
+"""Divided by ``cadenza_worker_stalls_total``: how long a stall of that phase lasts on average."""
+
 WORKER_RESTARTS = MetricDef(
     "cadenza_worker_restarts",
     _C,
@@ -507,6 +531,8 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     BROKER_REACHABLE,
     KAFKA_CLIENT_ERRORS,
     KAFKA_REQUESTS,
+    WORKER_STALLS,
+    WORKER_STALL_SECONDS,
     WORKER_RESTARTS,
     FEEDBACK_APPLIED,
     FEEDBACK_REJECTED,
