@@ -5,7 +5,7 @@ in-memory output."""
 from __future__ import annotations
 
 import functools
-from typing import Any, cast
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
@@ -14,16 +14,9 @@ from cadenza.operators import Late, Window
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.routing import KeyByOp, SinkOp
-from cadenza.worker.output import Epoch, Output, RecordTooLargeError
+from cadenza.worker.output import Epoch, RecordTooLargeError
 from cadenza.worker.unit import Unit
-
-
-class _Output:
-    def __init__(self) -> None:
-        self.topics: list[str] = []
-
-    def produce(self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None) -> None:
-        self.topics.append(topic)
+from tests.worker.recording_output import Produced, RecordingOutput
 
 
 def _unit(offset: int) -> Unit:
@@ -31,10 +24,12 @@ def _unit(offset: int) -> Unit:
     return Unit("p", "src", "in", 0, offset, "k", {"v": offset}, 1.0, message)
 
 
-def _router(counters: WorkerCounters, exporter: PrometheusExporter | None) -> tuple[DeadLetters, _Output]:
-    out = _Output()
+def _router(
+    counters: WorkerCounters, exporter: PrometheusExporter | None
+) -> tuple[DeadLetters, RecordingOutput]:
+    out = RecordingOutput()
     metrics = None if exporter is None else functools.partial(exporter.operator, "t", "p")
-    return DeadLetters("p.dlq", "p.late", cast(Output, out), counters, pipeline="p", metrics=metrics), out
+    return DeadLetters("p.dlq", "p.late", out.as_output(), counters, pipeline="p", metrics=metrics), out
 
 
 def _bad_records(dead: DeadLetters) -> None:
@@ -94,7 +89,7 @@ def test_without_exported_series_the_router_counts_in_series_of_its_own() -> Non
 class _Producer:
     """Refuses values longer than ``limit`` bytes as librdkafka does (message.max.bytes)."""
 
-    def __init__(self, out: _Output, limit: int) -> None:
+    def __init__(self, out: RecordingOutput, limit: int) -> None:
         self.out = out
         self.limit = limit
 
@@ -103,38 +98,45 @@ class _Producer:
     ) -> None:
         if len(value) > self.limit:
             raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
-        self.out.topics.append(topic)
+        self.out.records.append(Produced(topic, value, key, dict(headers or []), partition))
 
 
-class _WritingOutput(_Output):
-    """What a sink and a key_by write through: the producer (sinks) or ``produce`` (key_by)."""
-
-    trace_header = None
+class _WritingOutput(RecordingOutput):
+    """What a sink and a key_by write through: the producer (sinks) or ``produce`` (key_by), each
+    refusing records over ``limit`` bytes."""
 
     def __init__(self, limit: int) -> None:
         super().__init__()
         self.limit = limit
         self.producer = _Producer(self, limit)
-        self.epoch = Epoch(cast(Output, self))
+        self.epoch = Epoch(self.as_output())
         self.deliver = self.epoch.delivered
 
-    def producer_for(self, topic: str) -> _Producer:
+    def producer_for(self, topic: str) -> Any:
         return self.producer
 
-    def produce(self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None) -> None:
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        headers: Any = None,
+        partition: int = -1,
+        **_: Any,
+    ) -> None:
         if len(value or b"") > self.limit:
             raise RecordTooLargeError(f"{topic}: too large")
-        super().produce(topic, value, key, headers)
+        super().produce(topic, value, key, headers, partition)
 
 
 def _writers(
     counters: WorkerCounters, exporter: PrometheusExporter | None
-) -> tuple[SinkOp, KeyByOp, _Output]:
+) -> tuple[SinkOp, KeyByOp, RecordingOutput]:
     out = _WritingOutput(limit=40)
     metrics = None if exporter is None else functools.partial(exporter.operator, "t", "p")
-    dead = DeadLetters("p.dlq", "p.late", cast(Output, out), counters, pipeline="p", metrics=metrics)
-    sink = SinkOp("out", "p.out", "json", output=cast(Output, out), dead=dead)
-    key_by = KeyByOp("rekey", lambda v: v["v"], "p.rep", output=cast(Output, out), dead=dead)
+    dead = DeadLetters("p.dlq", "p.late", out.as_output(), counters, pipeline="p", metrics=metrics)
+    sink = SinkOp("out", "p.out", "json", output=out.as_output(), dead=dead)
+    key_by = KeyByOp("rekey", lambda v: v["v"], "p.rep", output=out.as_output(), dead=dead)
     return sink, key_by, out
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from confluent_kafka import Message
 
@@ -11,21 +11,8 @@ from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import OPERATOR_HEADER, DeadLetters
 from cadenza.worker.operators.base import Operator
 from cadenza.worker.operators.join_step import JoinOp
-from cadenza.worker.output import Output
 from cadenza.worker.unit import Unit
-
-
-class _Output:
-    """Records what would be produced: only dead letters and late records are written here."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[str, dict[str, Any]]] = []
-        self.producer = self
-
-    def produce(
-        self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None, **_: Any
-    ) -> None:
-        self.records.append((topic, dict(headers or [])))
+from tests.worker.recording_output import RecordingOutput
 
 
 class _Collect(Operator):
@@ -41,10 +28,11 @@ class Opaque:
     pass
 
 
-def make() -> tuple[JoinOp, _Collect, _Output, InMemoryStateStore]:
-    out, store, sink = _Output(), InMemoryStateStore(), _Collect()
+def make() -> tuple[JoinOp, _Collect, RecordingOutput, InMemoryStateStore]:
+    """Only dead letters and late records are written to the output here."""
+    out, store, sink = RecordingOutput(), InMemoryStateStore(), _Collect()
     counters = WorkerCounters()
-    dead = DeadLetters("p.dlq", "p.late", cast(Output, out), counters)
+    dead = DeadLetters("p.dlq", "p.late", out.as_output(), counters)
     join = JoinOp(
         "5-join",
         within=1.0,
@@ -83,8 +71,8 @@ def test_matches_flow_downstream_and_the_watermark_waits_for_both_sides() -> Non
 def test_values_that_cannot_be_changelogged_are_dead_lettered_not_stored() -> None:
     join, sink, out, store = make()
     feed(join, 0, unit("left", 0, "k", Opaque(), 1.0))
-    assert [topic for topic, _ in out.records] == ["p.dlq"]
-    assert out.records[0][1][OPERATOR_HEADER] == b"5-join"
+    assert out.topics == ["p.dlq"]
+    assert out.records[0].headers[OPERATOR_HEADER] == b"5-join"
     assert store.size(0) == 0 and not sink.got
 
 

@@ -7,8 +7,6 @@ connects only on its first lookup.
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 import pytest
 from confluent_kafka import Message
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -20,31 +18,14 @@ from cadenza.schemas import ERROR_TYPE_HEADER, RegistryAvroCodec, codec_for
 from cadenza.settings import KafkaSettings
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.decode import SchemaRegistryUnavailableError, SourceDecoder, make_registry_client
-from cadenza.worker.output import Output
 from cadenza.worker.task import build_tasks
 from tests.schemas.fakes import FakeRegistry
+from tests.worker.recording_output import RecordingOutput
 
 
 class Order(BaseModel):
     id: int
     item: str
-
-
-class _Output:
-    """Records what would be produced: only the dead-letter path writes here."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[str, bytes | None, dict[str, Any]]] = []
-        self.producer = self
-        self.trace_header: tuple[str, bytes] | None = None  # no activity trace
-
-    def producer_for(self, topic: str) -> _Output:
-        return self
-
-    def produce(
-        self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None, **_: Any
-    ) -> None:
-        self.records.append((topic, value, dict(headers or [])))
 
 
 def avro_pipeline(topic: str) -> Pipeline:
@@ -53,10 +34,11 @@ def avro_pipeline(topic: str) -> Pipeline:
     return p
 
 
-def decoder_for(registry: FakeRegistry | None) -> tuple[SourceDecoder, _Output, WorkerCounters]:
-    out, counters = _Output(), WorkerCounters()
+def decoder_for(registry: FakeRegistry | None) -> tuple[SourceDecoder, RecordingOutput, WorkerCounters]:
+    """Only the dead-letter path writes to the output here."""
+    out, counters = RecordingOutput(), WorkerCounters()
     tasks = build_tasks(
-        avro_pipeline("orders-in").compile(), cast(Output, out), counters, registry_client=registry
+        avro_pipeline("orders-in").compile(), out.as_output(), counters, registry_client=registry
     )
     decoder = tasks[0].decoder
     assert isinstance(decoder, SourceDecoder)
@@ -88,8 +70,8 @@ def test_a_value_that_is_not_registry_framed_is_dead_lettered_and_decoding_goes_
     assert decoder.decode(message(schemaless, 3), "orders-in", 0, 3) is None
     unknown_id = b"\x00" + (4242).to_bytes(4, "big") + b"\x02\x02x"
     assert decoder.decode(message(unknown_id, 4), "orders-in", 0, 4) is None
-    assert [topic for topic, _, _ in out.records] == ["orders.dlq", "orders.dlq"]
-    assert out.records[1][2][ERROR_TYPE_HEADER] == b"UnknownSchema"
+    assert out.topics == ["orders.dlq", "orders.dlq"]
+    assert out.records[1].headers[ERROR_TYPE_HEADER] == b"UnknownSchema"
     assert counters.dead_letter_decode == 2
     good = codec_for("avro", Order, registry, subject="orders-in-value").encode(Order(id=2, item="y"))
     unit = decoder.decode(message(good, 5), "orders-in", 0, 5)

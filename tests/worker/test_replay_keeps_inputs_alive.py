@@ -21,8 +21,8 @@ from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
 from cadenza.worker.operators.window_step import WindowOp
-from cadenza.worker.output import Output
 from cadenza.worker.unit import Unit
+from tests.worker.recording_output import RecordingOutput
 
 
 class _Clock:
@@ -31,15 +31,6 @@ class _Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-class _Output:
-    def __init__(self) -> None:
-        self.topics: list[str] = []
-        self.producer = self
-
-    def produce(self, topic: str, value: bytes | None, key: bytes | None, **_: Any) -> None:
-        self.topics.append(topic)
 
 
 class _Results(Operator):
@@ -78,7 +69,7 @@ def _unit(offset: int, upstream: int, upstream_offset: int, event_time: float) -
 
 
 def test_a_window_waits_for_an_input_that_replays_longer_than_the_idle_timeout() -> None:
-    clock, output, results = _Clock(), _Output(), _Results()
+    clock, output, results = _Clock(), RecordingOutput(), _Results()
     counters = WorkerCounters()
     op = WindowOp(
         "count",
@@ -88,7 +79,7 @@ def test_a_window_waits_for_an_input_that_replays_longer_than_the_idle_timeout()
         max_out_of_orderness=0.0,
         changelog_topic="cl",
         next=results,
-        dead=DeadLetters("dead", "late", cast(Output, output), counters),
+        dead=DeadLetters("dead", "late", output.as_output(), counters),
         counters=counters,
         idle_timeout=5.0,
         clock=clock,

@@ -15,9 +15,9 @@ from cadenza.worker.dead_letter import OPERATOR_HEADER, DeadLetters
 from cadenza.worker.operators.base import Operator
 from cadenza.worker.operators.routing import KeyByOp
 from cadenza.worker.operators.window_step import WindowOp
-from cadenza.worker.output import Output
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import decode_record_value
+from tests.worker.recording_output import RecordingOutput
 
 
 class _Message:
@@ -29,17 +29,6 @@ class _Message:
 
     def headers(self) -> None:
         return None
-
-
-class _Output:
-    def __init__(self) -> None:
-        self.records: list[tuple[str, bytes | None, bytes | None, dict[str, bytes]]] = []
-        self.producer = self
-
-    def produce(
-        self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None, **_: Any
-    ) -> None:
-        self.records.append((topic, value, key, dict(headers or [])))
 
 
 class _Nothing(Operator):
@@ -55,25 +44,26 @@ def _unit(offset: int, value: Any) -> Unit:
     return Unit("p", "src", "in", 0, offset, "k", value, 10.0, cast(Message, _Message()))
 
 
-def _parts() -> tuple[_Output, DeadLetters, WorkerCounters]:
-    out = _Output()
+def _parts() -> tuple[RecordingOutput, DeadLetters, WorkerCounters]:
+    out = RecordingOutput()
     counters = WorkerCounters()
-    return out, DeadLetters("dead", "late", cast(Output, out), counters), counters
+    return out, DeadLetters("dead", "late", out.as_output(), counters), counters
 
 
 def test_key_by_refuses_arbitrary_values_and_keys_naming_type_and_step() -> None:
     out, dead, counters = _parts()
-    op = KeyByOp("rekey", lambda v: v["k"], "rep", output=cast(Output, out), dead=dead)
+    op = KeyByOp("rekey", lambda v: v["k"], "rep", output=out.as_output(), dead=dead)
     op.process(_unit(0, {"k": "a", "v": Opaque()}), "k", {"k": "a", "v": Opaque()}, 1.0, None)
     op.process(_unit(1, {"k": Opaque()}), "k", {"k": Opaque()}, 1.0, None)
     op.process(_unit(2, {"k": ("a", 1), "v": [1, 2.5]}), "k", {"k": ("a", 1), "v": [1, 2.5]}, 1.0, None)
-    assert [r[0] for r in out.records] == ["dead", "dead", "rep"]
-    for _, _, _, headers in out.records[:2]:
+    assert out.topics == ["dead", "dead", "rep"]
+    for record in out.records[:2]:
+        headers = record.headers
         error = headers[ERROR_HEADER].decode()
         assert "Opaque" in error and "'rekey'" in error
         assert headers[ERROR_TYPE_HEADER] == b"UnsupportedValue"
         assert headers[OPERATOR_HEADER] == b"rekey"
-    _, value, key, _ = out.records[2]
+    value, key = out.records[2].value, out.records[2].key
     assert decode_record_value(value or b"") == {"k": ("a", 1), "v": [1, 2.5]}
     assert decode_key(key or b"") == ("a", 1)
     assert counters.dead_letter_function == 2
@@ -100,9 +90,9 @@ def test_window_refuses_accumulators_it_could_not_changelog() -> None:
     op.process(_unit(0, 5), "good", 5, 10.0, None)
     op.process(_unit(1, -1), "bad", -1, 10.0, None)
     op.process(_unit(2, 1), Opaque(), 1, 10.0, None)
-    dead_records = [r for r in out.records if r[0] == "dead"]
+    dead_records = [r for r in out.records if r.topic == "dead"]
     assert len(dead_records) == 2
-    for _, _, _, headers in dead_records:
+    for headers in (r.headers for r in dead_records):
         error = headers[ERROR_HEADER].decode()
         assert "Opaque" in error and "'agg'" in error
         assert headers[OPERATOR_HEADER] == b"agg"
@@ -144,8 +134,8 @@ def test_a_raising_result_dead_letters_that_window_and_still_emits_the_others() 
     for offset, (key, t) in enumerate([("a", 1.0), ("b", 2.0), ("b", 3.0), ("c", 4.0), ("z", 25.0)]):
         op.process(_unit(offset, 1), key, 1, t, None)
     assert sorted(collect.seen) == [("a", 1), ("c", 1)]  # b's window (count 2) failed, the others closed
-    dead_records = [r for r in out.records if r[0] == "dead"]
+    dead_records = [r for r in out.records if r.topic == "dead"]
     assert len(dead_records) == 1
-    assert "two is unlucky" in dead_records[0][3][ERROR_HEADER].decode()
+    assert "two is unlucky" in dead_records[0].headers[ERROR_HEADER].decode()
     op.process(_unit(5, 1), "z", 1, 40.0, None)  # the failed window is gone: never reported again
-    assert len([r for r in out.records if r[0] == "dead"]) == 1
+    assert len([r for r in out.records if r.topic == "dead"]) == 1

@@ -21,24 +21,18 @@ from cadenza.worker.dead_letter import DeadLetters
 from cadenza.worker.operators.base import Operator
 from cadenza.worker.operators.routing import HEARTBEAT_FLOOR, URGENT_PROGRESS_SHARE, KeyByOp, progress_due
 from cadenza.worker.operators.window_step import WindowOp
-from cadenza.worker.output import Output
 from cadenza.worker.unit import Unit
 from cadenza.worker.wire import PROGRESS_HEADER, unpack_progress
+from tests.worker.recording_output import RecordingOutput
 
 
-class _Output:
-    def __init__(self) -> None:
-        self.records: list[tuple[str, int, dict[str, bytes]]] = []
-        self.producer = self
-
-    def produce(
-        self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None, partition: int = -1
-    ) -> None:
-        self.records.append((topic, partition, dict(headers or [])))
-
-    def progress(self) -> list[tuple[int, int, float]]:
-        """(repartition partition, upstream partition, event time) of the progress records, in order."""
-        return [(p, *unpack_progress(h[PROGRESS_HEADER])) for _, p, h in self.records if PROGRESS_HEADER in h]
+def _progress(output: RecordingOutput) -> list[tuple[int, int, float]]:
+    """(repartition partition, upstream partition, event time) of the progress records, in order."""
+    return [
+        (r.partition, *unpack_progress(r.headers[PROGRESS_HEADER]))
+        for r in output.records
+        if PROGRESS_HEADER in r.headers
+    ]
 
 
 class _Nothing(Operator):
@@ -49,7 +43,7 @@ class _Nothing(Operator):
 def _window(
     size: float,
     out_of_orderness: float,
-    output: _Output,
+    output: RecordingOutput,
     counters: WorkerCounters | None = None,
     *,
     inputs: tuple[int, ...] = (0,),
@@ -67,20 +61,20 @@ def _window(
         max_out_of_orderness=out_of_orderness,
         changelog_topic="cl",
         next=_Nothing("next"),
-        dead=DeadLetters("dead", "late", cast(Output, output), counters),
+        dead=DeadLetters("dead", "late", output.as_output(), counters),
         counters=counters,
         idle_timeout=idle_timeout,
         clock=clock,
     )
 
 
-def _key_by(output: _Output, partitions: int) -> KeyByOp:
+def _key_by(output: RecordingOutput, partitions: int) -> KeyByOp:
     return KeyByOp(
         "rekey",
         lambda value: value,
         "rep",
-        output=cast(Output, output),
-        dead=DeadLetters("dead", "late", cast(Output, output), WorkerCounters()),
+        output=output.as_output(),
+        dead=DeadLetters("dead", "late", output.as_output(), WorkerCounters()),
         partitions=partitions,
     )
 
@@ -99,7 +93,7 @@ def _unit(
 
 
 def test_progress_is_due_on_the_interval_or_early_when_urgent() -> None:
-    output = _Output()
+    output = RecordingOutput()
     calm, hurried = _key_by(output, 2), _key_by(output, 2)
     hurried.urgent = True
     interval = 0.05
@@ -111,7 +105,7 @@ def test_progress_is_due_on_the_interval_or_early_when_urgent() -> None:
 
 
 def test_first_close_after_is_strictly_later_than_the_event_time() -> None:
-    release = first_close_after(_window(1.0, 0.05, _Output()))
+    release = first_close_after(_window(1.0, 0.05, RecordingOutput()))
     assert release(0.3) == pytest.approx(1.05)
     assert release(1.04) == pytest.approx(1.05)
     assert release(1.05) == pytest.approx(2.05)  # at the close itself: that window is released
@@ -119,7 +113,7 @@ def test_first_close_after_is_strictly_later_than_the_event_time() -> None:
 
 
 def test_a_record_past_the_next_close_makes_the_key_by_urgent_and_the_broadcast_calms_it() -> None:
-    output = _Output()
+    output = RecordingOutput()
     op = _key_by(output, 3)
     op.release = first_close_after(_window(1.0, 0.05, output))
     op.process(_unit(0, 0, 0.2), "a", "a", 0.2, None)
@@ -136,7 +130,7 @@ def test_a_record_past_the_next_close_makes_the_key_by_urgent_and_the_broadcast_
     assert not _urgent(op)
     sent = sorted(
         (partition, *unpack_progress(headers[PROGRESS_HEADER]))
-        for _, partition, headers in output.records
+        for partition, headers in ((r.partition, r.headers) for r in output.records)
         if PROGRESS_HEADER in headers
     )
     # The same records a timer-driven broadcast would send: each input's largest event time, to
@@ -148,7 +142,7 @@ def test_a_record_past_the_next_close_makes_the_key_by_urgent_and_the_broadcast_
 
 
 def test_without_a_window_downstream_progress_follows_the_interval_only() -> None:
-    output = _Output()
+    output = RecordingOutput()
     op = _key_by(output, partitions=2)
     op.process(_unit(0, 0, 0.2), "a", "a", 0.2, None)
     op.broadcast_progress()
@@ -157,27 +151,27 @@ def test_without_a_window_downstream_progress_follows_the_interval_only() -> Non
 
 
 def test_a_partition_nothing_reached_yet_beats_at_the_floor_on_every_partition() -> None:
-    output = _Output()
+    output = RecordingOutput()
     op = _key_by(output, 3)
     assert op.heartbeat([1]) == 3
-    assert output.progress() == [(p, 1, HEARTBEAT_FLOOR) for p in range(3)]
+    assert _progress(output) == [(p, 1, HEARTBEAT_FLOOR) for p in range(3)]
 
 
 def test_a_heartbeat_repeats_what_was_sent_and_leaves_growth_to_the_broadcast() -> None:
-    output = _Output()
+    output = RecordingOutput()
     op = _key_by(output, 2)
     op.process(_unit(0, 0, 5.0), "k", "a", 5.0, None)
     assert op.heartbeat([0]) == 0  # 5.0 not sent yet: the broadcast sends it
     assert op.broadcast_progress() == 2
     output.records.clear()
     assert op.heartbeat([0]) == 2
-    assert output.progress() == [(0, 0, 5.0), (1, 0, 5.0)]
+    assert _progress(output) == [(0, 0, 5.0), (1, 0, 5.0)]
     output.records.clear()
     assert op.broadcast_progress() == 0  # a heartbeat is no growth
 
 
 def test_without_a_watermark_downstream_a_key_by_beats_nothing() -> None:
-    output = _Output()
+    output = RecordingOutput()
     assert _key_by(output, 0).heartbeat([0, 1]) == 0
     assert output.records == []
 
@@ -195,10 +189,10 @@ def _late_records_when_partition_1_waits_upstream(heartbeats: bool) -> tuple[int
     Upstream partition 1's next record waits three idle timeouts in its worker (queued behind other
     work) while partition 0's records move past the window; then it arrives. Returns the late
     records and the window results."""
-    clock, output = _Clock(), _Output()
+    clock, output = _Clock(), RecordingOutput()
     counters = WorkerCounters()
     window = _window(10.0, 0.0, output, counters, inputs=(0, 1), idle_timeout=1.0, clock=clock)
-    beats = _Output()
+    beats = RecordingOutput()
     upstream_1 = _key_by(beats, 2)  # the key_by of upstream partition 1, in another worker
     offsets = iter(range(1000))
 
@@ -216,7 +210,7 @@ def _late_records_when_partition_1_waits_upstream(heartbeats: bool) -> tuple[int
         if heartbeats:
             beats.records.clear()
             upstream_1.heartbeat([1])
-            for partition, source, event_time in beats.progress():
+            for partition, source, event_time in _progress(beats):
                 if partition == 0:  # what reaches this window's repartition partition
                     offset = next(offsets)
                     window.progress(
@@ -241,7 +235,7 @@ def test_without_heartbeats_the_same_wait_times_the_input_out_and_its_record_is_
 
 
 def test_at_closes_progress_that_passes_no_window_close_waits_for_one_or_a_keep_alive_round() -> None:
-    output = _Output()
+    output = RecordingOutput()
     op = _key_by(output, 2)
     op.release = first_close_after(_window(1.0, 0.05, output))  # closes at 1.05, 2.05, ...
     op.at_closes = True
@@ -254,16 +248,16 @@ def test_at_closes_progress_that_passes_no_window_close_waits_for_one_or_a_keep_
     assert _urgent(op)
     output.records.clear()
     assert op.broadcast_progress() == 2  # at the close: sent, and at once (urgent)
-    assert output.progress() == [(0, 0, 1.05), (1, 0, 1.05)]
+    assert _progress(output) == [(0, 0, 1.05), (1, 0, 1.05)]
     op.process(_unit(0, 4, 1.5), "a", "a", 1.5, None)
     assert op.broadcast_progress() == 0
     output.records.clear()
     assert op.broadcast_progress(everything=True) == 2  # a keep-alive round sends what was held
-    assert output.progress() == [(0, 0, 1.5), (1, 0, 1.5)]
+    assert _progress(output) == [(0, 0, 1.5), (1, 0, 1.5)]
 
 
 def test_without_at_closes_every_growth_goes_out() -> None:
-    output = _Output()
+    output = RecordingOutput()
     op = _key_by(output, 2)
     op.release = first_close_after(_window(1.0, 0.05, output))
     op.process(_unit(0, 0, 0.2), "a", "a", 0.2, None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, cast
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,8 +15,8 @@ from cadenza.testing import PipelineDriver
 from cadenza.worker.counters import WorkerCounters
 from cadenza.worker.operators.progress import FrontierTap, ProgressGate, ProgressTap
 from cadenza.worker.operators.routing import KeyByOp
-from cadenza.worker.output import Output
 from cadenza.worker.task import build_tasks
+from tests.worker.recording_output import RecordingOutput
 
 
 def _user(value: dict[str, Any]) -> str:
@@ -85,20 +85,6 @@ def test_records_a_filter_drops_still_move_the_windows_downstream(
     assert got == expected
 
 
-class _Output:
-    trace_header = None
-
-    @property
-    def producer(self) -> _Output:
-        return self
-
-    def producer_for(self, topic: str) -> _Output:
-        return self
-
-    def produce(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-
 def test_only_a_key_by_reached_through_stateless_steps_learns_its_progress_at_the_entry() -> None:
     pipeline = Pipeline("chain", tenant="t", latency_target="1s")
     windowed = (
@@ -112,7 +98,7 @@ def test_only_a_key_by_reached_through_stateless_steps_learns_its_progress_at_th
     graph = pipeline.compile()
     topics = {node.repartition_topic for node in graph.nodes if node.repartition_topic}
     partitions = {"events": 2, **{str(topic): 2 for topic in topics}}
-    tasks = build_tasks(graph, cast(Output, _Output()), WorkerCounters(), partitions=partitions)
+    tasks = build_tasks(graph, RecordingOutput().as_output(), WorkerCounters(), partitions=partitions)
     source = next(task for task in tasks if task.subtopology.input_kind == "source")
     after_window = next(task for task in tasks if task.subtopology.input_kind == "repartition" and task.keyed)
     (first,) = source.keyed
@@ -222,7 +208,7 @@ def test_a_key_by_after_a_key_by_learns_its_progress_from_the_frontier_of_its_in
     graph = regional_counts().compile()
     topics = {node.repartition_topic for node in graph.nodes if node.repartition_topic}
     partitions = {"visits": 3, **{str(topic): 3 for topic in topics}}
-    tasks = build_tasks(graph, cast(Output, _Output()), WorkerCounters(), partitions=partitions)
+    tasks = build_tasks(graph, RecordingOutput().as_output(), WorkerCounters(), partitions=partitions)
     middle = next(task for task in tasks if task.subtopology.input_kind == "repartition" and task.keyed)
     (second,) = middle.keyed
     assert second.progress_at_entry
