@@ -11,12 +11,14 @@ late topics get the default count.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cadenza.infra.kafka.errors import TopicError
 from cadenza.infra.kafka.topics import TopicSpec
 from cadenza.pipelines import PipelineGraph
 from cadenza.worker.topology import SubTopology, check_no_cycles_across
 
-__all__ = ["plan_topics", "written_topics"]
+__all__ = ["changelogs", "plan_topics", "written_topics"]
 
 _COMPACT = {"cleanup.policy": "compact"}
 
@@ -52,18 +54,16 @@ def plan_topics(
             partitions = counts[sub.input_topic]
             for topic in sub.repartition_topics:
                 want(topic, partitions)
-            for node_id in sub.stateful:
-                changelog = graph.node(node_id).changelog_topic
-                if changelog is not None:
-                    want(changelog, partitions, _COMPACT)
-                    _check_changelog(
-                        graph,
-                        node_id,
-                        changelog,
-                        has=counts[changelog],
-                        input_topic=sub.input_topic,
-                        wanted=partitions,
-                    )
+            for node_id, changelog in changelogs(graph, sub):
+                want(changelog, partitions, _COMPACT)
+                _check_changelog(
+                    graph,
+                    node_id,
+                    changelog,
+                    has=counts[changelog],
+                    input_topic=sub.input_topic,
+                    wanted=partitions,
+                )
         want(graph.dead_letter_topic, default_partitions)
         want(graph.late_topic, default_partitions)
     return [TopicSpec(name, partitions=n, configs=configs.get(name, {})) for name, n in counts.items()]
@@ -75,11 +75,16 @@ def written_topics(graph: PipelineGraph, subtopologies: list[SubTopology]) -> se
     written = {*graph.sink_topics, graph.dead_letter_topic, graph.late_topic}
     for sub in subtopologies:
         written.update(sub.repartition_topics)
-        for node_id in sub.stateful:
-            changelog = graph.node(node_id).changelog_topic
-            if changelog is not None:
-                written.add(changelog)
+        written.update(changelog for _, changelog in changelogs(graph, sub))
     return written
+
+
+def changelogs(graph: PipelineGraph, sub: SubTopology) -> Iterator[tuple[str, str]]:
+    """(step, changelog topic) of each of ``sub``'s stateful steps that keeps a changelog."""
+    for node_id in sub.stateful:
+        changelog = graph.node(node_id).changelog_topic
+        if changelog is not None:
+            yield node_id, changelog
 
 
 def _check_changelog(
