@@ -58,6 +58,7 @@ def test_the_dashboard_covers_what_an_operator_asks_about() -> None:
         "cadenza_paused_partitions",
         "cadenza_records_dead_lettered_total",
         "cadenza_worker_restarts_total",
+        "cadenza_worker_stalls_total",
     ):
         assert needed in used, f"no panel queries {needed}"
 
