@@ -153,6 +153,7 @@ class Fetcher:
         "consumers",
         "flow",
         "poll_timeout",
+        "waited",
     )
 
     def __init__(
@@ -174,6 +175,9 @@ class Fetcher:
         self._counters = counters
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
+        #: The last :meth:`fetch` waited for records (nothing was queued): time no record waited on
+        #: the worker, so not a stall (:mod:`cadenza.worker.loop_watch`).
+        self.waited = False
         #: A count that moves whenever the assignment may have (the rebalance handler's): the clients
         #: are asked only then. Asking costs tens of microseconds or more (a round trip to the
         #: client's main thread and a TopicPartition per partition), and the flow control needs the
@@ -215,7 +219,9 @@ class Fetcher:
             left = room - len(messages)
             messages.extend(consumer.consume(min(self.batch_size, left) if left > 0 else 1, wait))
         if messages or buffered or pressure or not block:
+            self.waited = False
             return messages
+        self.waited = True
         # Nothing anywhere: wait for the first record of any lane; with several lanes, in slices short
         # enough that a record on one lane waits little while another is waited on.
         wait = self.poll_timeout if len(consumers) == 1 else _WAIT_SLICE

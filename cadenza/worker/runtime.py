@@ -919,10 +919,9 @@ class Worker:
         if self.trace is not None:
             self.trace.recorder.poll(time.time())
         marks[10] = clock()
-        # The fetch could wait only with nothing queued, nothing pushing back and blocking allowed
-        # (Fetcher.fetch): then no record waited on the worker while it did.
-        waited = block and not buffered and not pressure
-        watch.end(waited=waited, queued=buffered + len(messages), run_detail=self._executor.slowest_quantum)
+        watch.end(
+            waited=fetcher.waited, queued=buffered + len(messages), run_detail=self._executor.slowest_quantum
+        )
         return len(messages)
 
     def admit(self, messages: list[Message]) -> None:

@@ -93,6 +93,10 @@ def test_the_assignment_is_asked_for_only_after_a_change_and_is_the_clients(
             round_()
         assert counted.asked - before <= 1  # at most the refresh of a change just seen
         assert rebalance.changes == changes
+        # The 40 records were read in those rounds: an empty buffer waits, a busy one never does.
+        assert fetcher.fetch(0, False) == [] and fetcher.waited
+        assert fetcher.fetch(5, False) == [] and not fetcher.waited
+        assert fetcher.fetch(0, False, block=False) == [] and not fetcher.waited
         second, _ = make_consumer(kafka_settings, group)
         second.subscribe([topic])
         until(2, second)
