@@ -115,18 +115,10 @@ class _WritingOutput(RecordingOutput):
     def producer_for(self, topic: str) -> Any:
         return self.producer
 
-    def produce(
-        self,
-        topic: str,
-        value: bytes | None = None,
-        key: bytes | None = None,
-        headers: Any = None,
-        partition: int = -1,
-        **_: Any,
-    ) -> None:
+    def produce(self, topic: str, value: bytes | None = None, *args: Any, **kwargs: Any) -> None:
         if len(value or b"") > self.limit:
             raise RecordTooLargeError(f"{topic}: too large")
-        super().produce(topic, value, key, headers, partition)
+        super().produce(topic, value, *args, **kwargs)
 
 
 def _writers(
