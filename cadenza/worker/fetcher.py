@@ -99,7 +99,11 @@ class FlowControl:
         held: Collection[str] = (),
         pressure: bool = False,
     ) -> FlowDecision:
-        """Update :attr:`paused` for the current buffer and return what changed."""
+        """Update :attr:`paused` for the current buffer and return what changed.
+
+        ``queued(topic, partition)`` is at most ``buffered``: a partition's records are part of the
+        buffer.
+        """
         decision = FlowDecision()
         paused = self.paused
         if pressure or buffered >= self.max_buffered - self.fanout * self.lanes:
@@ -118,6 +122,10 @@ class FlowControl:
         # partitions) is not what a single burst runs into.
         share = self.share = max(1, self.max_buffered // (2 * max(1, len(assignment))))
         shares = self.shares
+        if not paused and not held and (not shares or buffered < share):
+            # No partition can be at its share (it holds at most ``buffered``) and none is paused:
+            # nothing changes. Most rounds end here, without asking every partition's count.
+            return decision
         for tp in assignment:
             key = (tp.topic, tp.partition)
             if key in paused:

@@ -4,6 +4,8 @@ covered by ``test_scheduling_kafka``)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from confluent_kafka import TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -171,3 +173,64 @@ def test_the_worker_pauses_at_shares_only_when_its_topics_have_different_targets
     alike = Worker([pipeline("a", "1s"), pipeline("b", "1s")], settings, group="g")
     mixed = Worker([pipeline("c", "250ms"), pipeline("d", "5s")], settings, group="g")
     assert (alike._flow.shares, mixed._flow.shares) == (False, True)
+
+
+def count_of(counts: list[int], _topic: str, partition: int) -> int:
+    return counts[partition]
+
+
+def reference_decide(
+    state: dict[str, object], tps: list[TopicPartition], max_buffered: int, queued: list[int], held: set[str]
+) -> tuple[list[int], list[int]]:
+    """The flow control's rule partition by partition (no shortcut): what is paused and resumed."""
+    paused: set[int] = state["paused"]  # type: ignore[assignment]
+    buffered = sum(queued)
+    if buffered >= max_buffered - 1:
+        state["full"] = True
+        pause = [tp.partition for tp in tps if tp.partition not in paused]
+        paused.update(pause)
+        return pause, []
+    if state["full"]:
+        if buffered > max_buffered // 2:
+            return [], []
+        state["full"] = False
+    share = max(1, max_buffered // (2 * len(tps)))
+    pause, resume = [], []
+    for tp in tps:
+        p = tp.partition
+        if p in paused:
+            if tp.topic not in held and queued[p] <= share // 2:
+                resume.append(p)
+                paused.discard(p)
+        elif tp.topic in held or queued[p] >= share:
+            pause.append(p)
+            paused.add(p)
+    return pause, resume
+
+
+@given(
+    max_buffered=st.integers(4, 200),
+    partitions=st.integers(1, 5),
+    steps=st.lists(
+        st.tuples(st.lists(st.integers(0, 60), min_size=5, max_size=5), st.booleans()),
+        min_size=1,
+        max_size=30,
+    ),
+)
+def test_decisions_equal_the_rule_applied_to_every_partition(
+    max_buffered: int, partitions: int, steps: list[tuple[list[int], bool]]
+) -> None:
+    """Most rounds skip asking every partition's count (nothing paused, the buffer under a share);
+    the decisions are those of the rule applied to each partition, round after round."""
+    flow = FlowControl(max_buffered)
+    tps = assignment(partitions)
+    state: dict[str, object] = {"paused": set(), "full": False}
+    for counts, hold in steps:
+        queued = counts[:partitions]
+        held = {"t"} if hold else set()
+        decision = flow.decide(tps, sum(queued), partial(count_of, queued), held)
+        pause, resume = reference_decide(state, tps, max_buffered, queued, held)
+        assert [tp.partition for tp in decision.pause] == pause
+        assert [tp.partition for tp in decision.resume] == resume
+        assert {p for _, p in flow.paused} == state["paused"]
+        assert flow.full == state["full"]
