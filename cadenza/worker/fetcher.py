@@ -238,9 +238,24 @@ class Fetcher:
             for consumer in consumers:
                 messages = consumer.consume(1, wait)
                 if messages:
-                    return messages
+                    return self._with_the_rest(messages, room)
             if time.monotonic() >= until:
                 return []
+
+    def _with_the_rest(self, messages: list[Message], room: int) -> list[Message]:
+        """The record that ended a wait, and what the lanes already hold beside it, without waiting.
+
+        A record ends the wait as soon as its fetch response arrives, and the rest of that response
+        is in the client by then: taken now, it runs in this round instead of costing a round of its
+        own. In S1 with the bulk tenant almost idle, this took the worker from about 150 rounds a
+        second to about 100 for the same records.
+        """
+        for consumer in self.consumers:  # most urgent first, as the first pass
+            left = room - len(messages)
+            if left <= 0:
+                break
+            messages.extend(consumer.consume(min(self.batch_size, left), 0.0))
+        return messages
 
     def assignment(self) -> list[TopicPartition]:
         """Every lane's assigned partitions (asked of the clients only after a change)."""

@@ -9,6 +9,7 @@ assignment callback after it). Rounds as the worker's: fetch, then the flow cont
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from typing import Any
@@ -126,3 +127,45 @@ def test_the_assignment_is_asked_for_only_after_a_change_and_is_the_clients(
         first.close()
     # Asked once per change the handler saw (and once at the start), not once per round.
     assert counted.asked <= rebalance.changes + 1 < rounds
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_a_wait_ended_by_a_record_also_takes_the_records_that_came_with_it(
+    kafka_settings: KafkaSettings, new_topic: NewTopic, lanes: int
+) -> None:
+    """Ten records produced in one batch reach the client in one fetch response: the wait that the
+    first of them ends returns all ten, in offset order, not one record a round."""
+    topics = [new_topic(partitions=1) for _ in range(lanes)]
+    consumers = []
+    for topic in topics:
+        consumer, _ = make_consumer(kafka_settings, f"g-{uuid.uuid4().hex[:8]}")
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        consumers.append((consumer, [topic]))
+    fetcher = Fetcher(
+        consumers,
+        FlowControl(1000, lanes=lanes),
+        WorkerCounters(),
+        batch_size=100,
+        poll_timeout=10.0,
+        assignment_changes=lambda: 0,
+    )
+
+    def produce_later() -> None:  # while the fetch below waits
+        time.sleep(1.0)
+        producer, _ = make_producer(kafka_settings, **{"linger.ms": 50})
+        for i in range(10):
+            producer.produce(topics[-1], f"r{i}".encode(), partition=0)
+        producer.flush(10)
+
+    try:
+        for consumer, _ in consumers:  # joined and positioned before the records come
+            assert consumer.consume(1, 0.5) == []
+        sender = threading.Thread(target=produce_later)
+        sender.start()
+        messages = fetcher.fetch(0, False)
+        sender.join()
+        assert waited(fetcher)
+        assert [m.offset() for m in messages] == list(range(10))
+    finally:
+        for consumer, _ in consumers:
+            consumer.close()
