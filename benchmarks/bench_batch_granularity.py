@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from _common import environment, write_result
-from bench_hot_path import PARTITIONS, messages
-from bench_worker import Event, enrich, is_purchase
+from bench_hot_path import messages
+from bench_worker import PARTITIONS, Event, enrich, is_purchase
 
 from cadenza.infra.broker.embedded import EmbeddedBroker
 from cadenza.infra.kafka.clients import make_admin

@@ -67,6 +67,7 @@ def one_run(tree: Path, ba_rate: float, seconds: float) -> dict[str, Any]:
     """One worker of ``tree`` on a fresh broker, fed live; its CPU over ``seconds`` after the warm-up."""
     config = S1Config()
     with EmbeddedBroker() as broker:
+        assert broker.pid is not None  # started
         settings = KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers)
         run = f"lowcpu{uuid.uuid4().hex[:6]}"
         topics = Topics.fresh(run)
@@ -161,8 +162,8 @@ def main() -> None:
         }
         for tree in trees
     }
-    for tree, row in medians.items():
-        print(f"median {tree}: " + ", ".join(f"{k} {v:g}" for k, v in row.items()))
+    for name, row in medians.items():
+        print(f"median {name}: " + ", ".join(f"{k} {v:g}" for k, v in row.items()))
     result = {
         "benchmark": "low_load_cpu",
         "ls_rate": S1Config().ls_rate,
