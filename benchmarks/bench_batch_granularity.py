@@ -16,58 +16,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from _common import environment, write_result
-from bench_hot_path import messages
-from bench_worker import PARTITIONS, Event, enrich, is_purchase
+from bench_hot_path import measure
 
 from cadenza.infra.broker.embedded import EmbeddedBroker
-from cadenza.infra.kafka.clients import make_admin
-from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
-from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
-from cadenza.worker import Worker
 
 #: (quantum_records, admitted batch size): the hot path's shape, one-record quanta, lone records.
 SHAPES = ((16, 1000), (1, 1000), (16, 4), (16, 1), (1, 1))
-
-
-def measure(
-    settings: KafkaSettings, quantum_records: int, chunk: int, records: int, repeat: int
-) -> list[float]:
-    suffix = uuid.uuid4().hex[:8]
-    source, sink = f"gran-in-{suffix}", f"gran-out-{suffix}"
-    ensure_topics(make_admin(settings), [TopicSpec(source, PARTITIONS), TopicSpec(sink, PARTITIONS)])
-    pipeline = Pipeline(f"gran-{suffix}", tenant="bench", latency_target="1s")
-    pipeline.source(source, value=Event).filter(is_purchase).map(enrich).sink(sink)
-    worker = Worker(
-        [pipeline],
-        settings,
-        group=f"gran-{suffix}",
-        policy="cameo",
-        max_buffered=records + 1,
-        quantum_records=quantum_records,
-    )
-    worker.start()
-    output = worker._output
-    assert output is not None
-    per_record: list[float] = []
-    try:
-        for _ in range(repeat + 1):  # the first round warms up and is not counted
-            batch = messages(source, records)
-            started = time.thread_time()
-            for first in range(0, records, chunk):
-                worker.admit(batch[first : first + chunk])
-                worker.run_for(3600.0)
-            output.flush()
-            per_record.append((time.thread_time() - started) / records * 1e6)
-    finally:
-        worker.close()
-    return per_record[1:]
 
 
 def main() -> None:
@@ -80,7 +39,9 @@ def main() -> None:
     with EmbeddedBroker() as broker:
         settings = KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers)
         for quantum_records, chunk in SHAPES:
-            runs = measure(settings, quantum_records, chunk, args.records, args.repeat)
+            runs = measure(
+                settings, "cameo", args.records, args.repeat, chunk=chunk, quantum_records=quantum_records
+            )
             row = {
                 "quantum_records": quantum_records,
                 "admitted_batch": chunk,
