@@ -7,13 +7,23 @@ collection off while timing) and reports the best and the median of the repeats.
 
 from __future__ import annotations
 
+import signal
 import statistics
+import subprocess
 import timeit
 from collections.abc import Callable
 
 from cadenza.demo.machine import environment, machine_and_commit, write_result
 
-__all__ = ["environment", "machine_and_commit", "per_call_us", "quantile", "summary_us", "write_result"]
+__all__ = [
+    "environment",
+    "machine_and_commit",
+    "per_call_us",
+    "quantile",
+    "stop_process",
+    "summary_us",
+    "write_result",
+]
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -31,3 +41,15 @@ def per_call_us(fn: Callable[[], object], number: int, repeat: int) -> dict[str,
     """Time ``number`` calls of ``fn``, ``repeat`` times; best and median microseconds per call."""
     times = timeit.repeat(fn, number=number, repeat=repeat)
     return summary_us([t / number * 1e6 for t in times])
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    """SIGTERM ``process`` (a system under test shuts down cleanly on it), SIGKILL it if it lingers."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)

@@ -25,8 +25,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import environment, write_result
+from _common import environment, stop_process, write_result
+from bench_s1_ab import pipelines_of
 
+from cadenza.demo.machine import process_cpu_seconds
 from cadenza.demo.s1 import PARTITIONS, OutputReader, S1Config, Topics, live_input
 from cadenza.infra.broker.embedded import EmbeddedBroker
 from cadenza.infra.kafka.clients import make_admin
@@ -35,14 +37,6 @@ from cadenza.settings import KafkaSettings
 
 _HZ = os.sysconf("SC_CLK_TCK")
 WARMUP_S = 8.0
-
-
-def pipelines_of(tree: Path) -> Path:
-    """The tree's S1 pipelines module (it moved into the package after ``7056ee4``)."""
-    for candidate in (tree / "cadenza/demo/s1_pipelines.py", tree / "benchmarks/s1_pipelines.py"):
-        if candidate.exists():
-            return candidate
-    raise SystemExit(f"{tree} has no S1 pipelines module")
 
 
 def thread_cpu(pid: int) -> dict[str, float]:
@@ -58,9 +52,11 @@ def thread_cpu(pid: int) -> dict[str, float]:
     return out
 
 
-def process_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _HZ
+def cpu_of(pid: int) -> float:
+    used = process_cpu_seconds(pid)
+    if used is None:
+        raise SystemExit(f"process {pid} is gone before its CPU was read")
+    return used
 
 
 def one_run(tree: Path, ba_rate: float, seconds: float) -> dict[str, Any]:
@@ -100,21 +96,16 @@ def one_run(tree: Path, ba_rate: float, seconds: float) -> dict[str, Any]:
                     raise SystemExit(f"the worker of {tree} produced nothing")
                 time.sleep(0.1)
             time.sleep(WARMUP_S)
-            threads0, broker0 = thread_cpu(worker.pid), process_cpu(broker.pid)
-            worker0, ls0, ba0, at0 = process_cpu(worker.pid), len(reader.ls), len(reader.ba), time.monotonic()
+            threads0, broker0 = thread_cpu(worker.pid), cpu_of(broker.pid)
+            worker0, ls0, ba0, at0 = cpu_of(worker.pid), len(reader.ls), len(reader.ba), time.monotonic()
             time.sleep(seconds)
-            threads1, broker1 = thread_cpu(worker.pid), process_cpu(broker.pid)
-            worker1, ls1, ba1, at1 = process_cpu(worker.pid), len(reader.ls), len(reader.ba), time.monotonic()
+            threads1, broker1 = thread_cpu(worker.pid), cpu_of(broker.pid)
+            worker1, ls1, ba1, at1 = cpu_of(worker.pid), len(reader.ls), len(reader.ba), time.monotonic()
         finally:
             stop.set()
             sender.join(15)
             reader.close()
-            worker.terminate()
-            try:
-                worker.wait(20)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait(10)
+            stop_process(worker)
     elapsed = at1 - at0
     return {
         "tree": str(tree),

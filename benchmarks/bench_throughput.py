@@ -52,7 +52,6 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -66,7 +65,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import environment, write_result
+from _common import environment, stop_process, write_result
 from peers.venvs import FAUST, QUIXSTREAMS, PeerEnv, PeerInstallError, ensure_peer_env
 from peers.windowed import (
     WindowedRecord,
@@ -333,17 +332,6 @@ def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(f"    {line}" for line in text) or "    (empty log)"
 
 
-def _stop(process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(10)
-
-
 @dataclass(frozen=True)
 class WindowedPlan:
     """What the windowed workload's input must produce: the brute-force counts and the records a run's
@@ -476,7 +464,7 @@ def run_one(system: SystemSpec, repetition: int, ctx: _Context) -> dict[str, Any
         return record
     finally:
         if process is not None:
-            _stop(process)
+            stop_process(process)
         if counter.poll() is None:
             counter.kill()
             counter.wait(10)
