@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cadenza.dashboard.discovery import DiscoveredWorker
-from cadenza.dashboard.histogram import Buckets, bucket_delta, histogram_quantile
 from cadenza.dashboard.scrape import PipelineCounts, ScrapeError, WorkerSnapshot, scrape_worker
+from cadenza.infra.metrics.quantiles import Buckets, bucket_delta, histogram_quantile
 from cadenza.scheduling.clock import Clock, SystemClock
 
 __all__ = ["Dashboard", "Scraper"]

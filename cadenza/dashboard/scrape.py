@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from cadenza.dashboard.histogram import Buckets
 from cadenza.infra.metrics import names
+from cadenza.infra.metrics.quantiles import Buckets
 
 __all__ = [
     "PipelineCounts",

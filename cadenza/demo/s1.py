@@ -55,12 +55,12 @@ from typing import Any, Protocol
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from cadenza.dashboard.histogram import histogram_quantile as prometheus_quantile
 from cadenza.demo.cpu_work import burn
 from cadenza.demo.machine import machine_and_commit, machine_busy_seconds, process_cpu_seconds, write_result
 from cadenza.infra.broker.embedded import EmbeddedBroker
 from cadenza.infra.kafka.clients import make_admin, make_consumer, make_producer
 from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
+from cadenza.infra.metrics.quantiles import histogram_quantile as prometheus_quantile
 from cadenza.loadgen import Bursts
 from cadenza.settings import KafkaSettings
 

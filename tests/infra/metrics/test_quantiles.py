@@ -9,8 +9,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from cadenza.dashboard.histogram import bucket_delta, histogram_quantile
 from cadenza.infra.metrics.names import LATENCY_BUCKETS
+from cadenza.infra.metrics.quantiles import bucket_delta, histogram_quantile
 
 BOUNDS = LATENCY_BUCKETS
 observations = st.lists(st.floats(min_value=0.0, max_value=400.0, allow_nan=False), min_size=1, max_size=300)
