@@ -1,5 +1,10 @@
 """Per-operator run-time estimates and the path costs (``C_path``) derived from them.
 
+A path cost is the time from an operator to the sink, so besides run times it counts the *hop*
+into each operator reached through Kafka (a repartition topic): a produce, the broker and a fetch,
+tens to hundreds of milliseconds that no operator's run time contains. Without it a record upstream
+of a repartition that the scheduler runs just in time is late downstream by the hop.
+
 Cost-aware policies stamp ``C_path`` of the receiving operator into every context they build, so the
 lookup must be a couple of dict reads. Path costs are therefore cached per pipeline and refreshed
 incrementally: when an operator's estimate moves, only that operator and its ancestors are
@@ -34,6 +39,8 @@ class _PipelineGraph:
     # The estimate each path cost was last computed from; differs from ``estimate`` by less than the
     # recompute tolerance, which is what spares a DAG walk per record.
     used: dict[str, float] = field(default_factory=dict)
+    # Seconds for a record to reach the operator from upstream through Kafka; 0 when not measured.
+    hop: dict[str, float] = field(default_factory=dict)
     down: dict[str, dict[str, None]] = field(default_factory=dict)  # dicts as insertion-ordered sets
     up: dict[str, dict[str, None]] = field(default_factory=dict)
     path: dict[str, float] = field(default_factory=dict)
@@ -133,8 +140,14 @@ class CostModel:
         graph = self._graphs.get(pipeline_id)
         return self._default if graph is None else graph.estimate.get(operator_id, self._default)
 
+    def hop(self, pipeline_id: str, operator_id: str) -> float:
+        """Seconds a record takes to reach the operator from upstream (see :meth:`set_hop`)."""
+        graph = self._graphs.get(pipeline_id)
+        return 0.0 if graph is None else graph.hop.get(operator_id, 0.0)
+
     def path_cost(self, pipeline_id: str, operator_id: str) -> float:
-        """``C_path``: own cost plus the largest path cost among downstream branches (cached)."""
+        """``C_path``: own cost plus the largest, over downstream operators, of the hop into one and
+        its path cost (cached)."""
         graph = self._graphs.get(pipeline_id)
         return self._default if graph is None else graph.path.get(operator_id, self._default)
 
@@ -199,12 +212,31 @@ class CostModel:
         graph.used[operator_id] = run_time
         self._propagate(graph, operator_id)
 
+    def set_hop(self, pipeline_id: str, operator_id: str, seconds: float) -> None:
+        """Set how long a record takes to reach the operator from upstream (a repartition topic's
+        produce, broker and fetch); the path costs of the operators upstream of it grow by it.
+
+        Set from the latency the worker measures where it reads the topic
+        (:class:`~cadenza.worker.hop_estimates.HopEstimates`), not learned here: which quantile of
+        a hop to plan with is the reader's choice.
+        """
+        if not (0.0 <= seconds < _INF):
+            raise ValueError(f"a hop must be finite and non-negative seconds, got {seconds!r}")
+        graph = self._graphs.get(pipeline_id)
+        if graph is None or operator_id not in graph.estimate:
+            self.add_operator(pipeline_id, operator_id)
+            graph = self._graphs[pipeline_id]
+        if graph.hop[operator_id] != seconds:
+            graph.hop[operator_id] = seconds
+            self._propagate(graph, operator_id)
+
     # -- internals -------------------------------------------------------------------------------
 
     def _add_node(self, graph: _PipelineGraph, operator_id: str) -> None:
         if operator_id not in graph.estimate:
             graph.estimate[operator_id] = self._default
             graph.used[operator_id] = self._default
+            graph.hop[operator_id] = 0.0
             graph.down[operator_id] = {}
             graph.up[operator_id] = {}
 
@@ -227,12 +259,12 @@ class CostModel:
             )
         graph.index = {op: i for i, op in enumerate(order)}
         graph.roots = [op for op in order if not graph.up[op]]
-        path = graph.path
+        path, hop = graph.path, graph.hop
         path.clear()
         for op in reversed(order):
             children = graph.down[op]
             graph.used[op] = graph.estimate[op]
-            path[op] = graph.estimate[op] + (max(path[c] for c in children) if children else 0.0)
+            path[op] = graph.estimate[op] + (max(hop[c] + path[c] for c in children) if children else 0.0)
         self._graphs[pipeline_id] = graph
 
     def _set(self, graph: _PipelineGraph, operator_id: str, value: float) -> None:
@@ -244,15 +276,16 @@ class CostModel:
 
     def _propagate(self, graph: _PipelineGraph, start: str) -> None:
         # Reverse topological order guarantees each ancestor is recomputed once, after all of its
-        # children that could change; unchanged values stop the walk.
+        # children that could change; unchanged values stop the walk (``start`` always goes on: its
+        # hop, which its parents' values count, may be what changed).
         index = graph.index
-        down, up, used, path = graph.down, graph.up, graph.used, graph.path
+        down, up, used, path, hop = graph.down, graph.up, graph.used, graph.path, graph.hop
         todo = [(-index[start], start)]
         queued = {start}
         while todo:
             _, op = heapq.heappop(todo)
             children = down[op]
-            value = used[op] + (max(path[c] for c in children) if children else 0.0)
+            value = used[op] + (max(hop[c] + path[c] for c in children) if children else 0.0)
             if value == path[op] and op != start:
                 continue
             path[op] = value
@@ -273,6 +306,7 @@ def _copy_structure(graph: _PipelineGraph) -> _PipelineGraph:
     return _PipelineGraph(
         estimate=dict(graph.estimate),
         used=dict(graph.used),
+        hop=dict(graph.hop),
         down={op: dict(children) for op, children in graph.down.items()},
         up={op: dict(parents) for op, parents in graph.up.items()},
         path=dict(graph.path),

@@ -131,6 +131,13 @@ class WorkerConfig(BaseSettings):
             "store factory of your own"
         )
 
+    hop_quantile: float = _field(
+        0.99,
+        "Quantile of each repartition hop's latency (last 10 s, as cadenza_repartition_hop_seconds "
+        "measures it) that start deadlines upstream of the hop count; 0: hops are left out of them.",
+        ge=0.0,
+        lt=1.0,
+    )
     spans_topic: str | None = _field(None, "Send sampled per-operator spans to this topic.")
     span_sample_ratio: float = _field(0.01, "Share of traces sent to the spans topic.", gt=0.0, le=1.0)
     feedback_topic: str | None = _field(
@@ -302,6 +309,7 @@ class WorkerConfig(BaseSettings):
             "progress_interval": self.progress_interval_ms / 1000.0,
             "state_store": self.state_store,
             "state_dir": self.state_dir,
+            "hop_quantile": self.hop_quantile,
             "spans_topic": self.spans_topic,
             "span_sample_ratio": self.span_sample_ratio,
             "feedback_topic": self.feedback_topic,

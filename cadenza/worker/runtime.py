@@ -83,7 +83,7 @@ from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.infra.metrics.topics import metrics_topic_specs
 from cadenza.pipelines import Pipeline, PipelineGraph
 from cadenza.scaling.ownership import OwnershipLog, ownership_topic_spec
-from cadenza.scheduling.clock import Clock
+from cadenza.scheduling.clock import Clock, SystemClock
 from cadenza.scheduling.context import SchedulingContext, trace_id_bits
 from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policy import SchedulingPolicy
@@ -104,6 +104,7 @@ from cadenza.worker.executor import Executor, SchedKey
 from cadenza.worker.fetcher import Fetcher, FlowControl
 from cadenza.worker.gc_tuning import GcTuning
 from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_spec
+from cadenza.worker.hop_estimates import DEFAULT_HOP_QUANTILE, HopEstimates
 from cadenza.worker.idle_clock import READ_GAP, IdleClock
 from cadenza.worker.inflight import Pending
 from cadenza.worker.lanes import (
@@ -189,6 +190,8 @@ class Worker:
     counted in ``cadenza_watermark_idle_timeouts_total`` and logged once per input (see
     ``docs/watermarks.md``). ``progress_interval``: the most seconds between progress records a
     key_by sends to every partition of its repartition topic, for the watermarks downstream.
+    ``hop_quantile``: the quantile of each repartition hop's recent latency that the path costs of
+    the operators upstream of it count (:mod:`cadenza.worker.hop_estimates`); 0 leaves hops out.
     ``activities_topic``: where the worker sends its activity trace (per interval: fetch, quantum,
     commit) for ``cadenza analyze`` (:mod:`cadenza.analysis`); ``None`` records nothing.
     ``replace_plan``: take over the group even if it runs other pipelines and still has live members
@@ -244,6 +247,7 @@ class Worker:
         max_buffered: int = 10_000,
         commit_interval: float = 0.2,
         progress_interval: float = 0.05,
+        hop_quantile: float = DEFAULT_HOP_QUANTILE,
         exporter: PrometheusExporter | None = None,
         spans_topic: str | None = None,
         span_sample_ratio: float = 0.01,
@@ -283,6 +287,8 @@ class Worker:
             )
         if not (0.0 < progress_interval < 60.0):
             raise ConfigError(f"progress_interval must be in (0, 60) s, got {progress_interval!r}")
+        if not (0.0 <= hop_quantile < 1.0):
+            raise ConfigError(f"hop_quantile must be in [0, 1), got {hop_quantile!r}")
         if not (0.001 <= fetch_wait <= 10.0):
             raise ConfigError(f"fetch_wait must be between 0.001 and 10 s, got {fetch_wait!r}")
         if hang_timeout is None:
@@ -338,6 +344,10 @@ class Worker:
         self.run_slice = run_slice
         self.commit_interval = commit_interval
         self.progress_interval = progress_interval
+        self.hop_quantile = hop_quantile
+        self._hop_clock: Clock = clock if clock is not None else SystemClock()
+        #: The repartition hops start deadlines count (see :mod:`.hop_estimates`); made at the start.
+        self._hops: HopEstimates | None = None
         self._consumer_overrides = dict(consumer_overrides or {})
         self._store_factory = store_factory(state_store, state_dir)
         self.state_store = state_store
@@ -574,6 +584,10 @@ class Worker:
         self._keyed_inputs = [(op, task.subtopology.input_topic) for task in plan.tasks for op in task.keyed]
         self._keyed = [op for op, _ in self._keyed_inputs]
         self._schedules = list(plan.schedules)
+        if self.cost_model is not None and self.hop_quantile > 0.0:
+            hops = [(s.pipeline, s.operator_id, s.arrival) for s in self._schedules if not s.from_source]
+            if hops:
+                self._hops = HopEstimates(self.cost_model, hops, self._hop_clock, quantile=self.hop_quantile)
         executor = self._executor
         executor.schedules, executor.output, executor.emitter = self._schedules, self._output, self.emitter
         executor.record = self._record
@@ -896,6 +910,8 @@ class Worker:
             model = self.cost_model
             if model is not None:
                 feedback.apply_pending(model)
+        if self._hops is not None:
+            self._hops.refresh()
         marks[6] = clock()
         ran = self.run_for(self.run_slice)
         marks[7] = clock()

@@ -140,6 +140,43 @@ def test_growing_a_pipeline_keeps_estimates() -> None:
     assert model.path_cost("p", "src") == 9.0 + DEFAULT_OPERATOR_COST
 
 
+def test_a_hop_counts_for_the_paths_through_it_and_not_for_the_operator_after_it() -> None:
+    model = _model()
+    assert model.hop("p", "slow") == 0.0  # not measured: no hop
+    model.set_hop("p", "slow", 0.5)
+    assert model.hop("p", "slow") == 0.5
+    assert model.path_cost("p", "slow") == 5.0 + 3.0  # the hop is behind it
+    assert model.path_cost("p", "src") == 1.0 + 0.5 + 5.0 + 3.0
+    model.set_hop("p", "sink", 4.0)  # into the join of both branches
+    assert model.path_cost("p", "fast") == 2.0 + 4.0 + 3.0
+    assert model.path_cost("p", "src") == 1.0 + 0.5 + 5.0 + 4.0 + 3.0
+    assert model.source_path_cost("p") == model.path_cost("p", "src")
+    model.set_hop("p", "fast", 4.0)  # now the fast branch is the longer path
+    assert model.path_cost("p", "src") == 1.0 + 4.0 + 2.0 + 4.0 + 3.0
+    model.set_hop("p", "fast", 0.0)
+    model.set_hop("p", "slow", 0.0)
+    assert model.path_cost("p", "src") == 1.0 + 5.0 + 4.0 + 3.0
+
+
+def test_a_hop_survives_a_growing_pipeline_and_a_refused_cycle() -> None:
+    model = _model()
+    model.set_hop("p", "sink", 2.0)
+    model.add_edge("p", "sink", "archive")
+    with pytest.raises(ConfigError, match="cycle"):
+        model.add_edge("p", "archive", "src")
+    assert model.hop("p", "sink") == 2.0
+    assert model.path_cost("p", "src") == 1.0 + 5.0 + 2.0 + 3.0 + DEFAULT_OPERATOR_COST
+
+
+@pytest.mark.parametrize("seconds", [-0.1, float("nan"), float("inf")])
+def test_an_impossible_hop_is_refused(seconds: float) -> None:
+    model = _model()
+    with pytest.raises(ValueError, match="hop must be finite and non-negative"):
+        model.set_hop("p", "sink", seconds)
+    assert model.hop("p", "sink") == 0.0
+    assert model.path_cost("p", "src") == 9.0
+
+
 @pytest.mark.parametrize(
     "kwargs", [{"default_cost": -1.0}, {"alpha": 0.0}, {"alpha": 1.5}, {"recompute_tolerance": -0.1}]
 )
@@ -151,7 +188,9 @@ def test_bad_settings_are_config_errors(kwargs: dict[str, float]) -> None:
 def _brute_force_path(model: CostModel, pipeline: str, op: str) -> float:
     children = model.downstream(pipeline, op)
     own = model.estimate(pipeline, op)
-    return own + (max(_brute_force_path(model, pipeline, c) for c in children) if children else 0.0)
+    if not children:
+        return own
+    return own + max(model.hop(pipeline, c) + _brute_force_path(model, pipeline, c) for c in children)
 
 
 @st.composite
@@ -162,21 +201,30 @@ def dags(draw: st.DrawFn) -> dict[str, list[str]]:
     return {names[i]: [names[j] for j in range(i + 1, n) if draw(st.booleans())] for i in range(n)}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     dags(),
-    st.lists(st.tuples(st.integers(0, 7), st.floats(0, 10, allow_nan=False), st.booleans()), max_size=30),
+    st.lists(
+        st.tuples(
+            st.integers(0, 7),
+            st.floats(0, 10, allow_nan=False),
+            st.sampled_from(["observe", "feedback", "hop"]),
+        ),
+        max_size=30,
+    ),
 )
 def test_incremental_path_costs_match_a_full_recomputation(
-    dag: dict[str, list[str]], updates: list[tuple[int, float, bool]]
+    dag: dict[str, list[str]], updates: list[tuple[int, float, str]]
 ) -> None:
     model = CostModel(alpha=0.5, recompute_tolerance=0.0)
     model.add_pipeline("p", dag)
     ops = list(dag)
-    for index, value, via_feedback in updates:
+    for index, value, how in updates:
         op = ops[index % len(ops)]
-        if via_feedback:
+        if how == "feedback":
             model.apply_feedback("p", op, value, 3)
+        elif how == "hop":
+            model.set_hop("p", op, value)
         else:
             model.observe("p", op, value)
         for each in ops:
