@@ -584,10 +584,15 @@ class Worker:
         self._keyed_inputs = [(op, task.subtopology.input_topic) for task in plan.tasks for op in task.keyed]
         self._keyed = [op for op, _ in self._keyed_inputs]
         self._schedules = list(plan.schedules)
-        if self.cost_model is not None and self.hop_quantile > 0.0:
-            hops = [(s.pipeline, s.operator_id, s.arrival) for s in self._schedules if not s.from_source]
-            if hops:
-                self._hops = HopEstimates(self.cost_model, hops, self._hop_clock, quantile=self.hop_quantile)
+        model = self.cost_model
+        readers = [s for s in self._schedules if not s.from_source]
+        if model is not None and self.hop_quantile > 0.0 and readers:
+            hops = [(s.pipeline, s.operator_id, s.arrival) for s in readers]
+            self._hops = HopEstimates(model, hops, self._hop_clock, quantile=self.hop_quantile)
+            labels = [(s.tenant, s.pipeline, s.operator_id) for s in readers]
+            self.exporter.register_callback(
+                names.PLANNED_HOP, lambda: {(t, p, o): model.hop(p, o) for t, p, o in labels}
+            )
         executor = self._executor
         executor.schedules, executor.output, executor.emitter = self._schedules, self._output, self.emitter
         executor.record = self._record

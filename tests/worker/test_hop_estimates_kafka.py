@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from cadenza.infra.metrics.names import LATENCY_BUCKETS
+from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
@@ -29,7 +30,9 @@ def run_through_a_repartition(
     name = f"hops-{uuid.uuid4().hex[:6]}"
     p = Pipeline(name, tenant="t", latency_target="1s")
     p.source(source).key_by(lambda v: v["k"]).sink(out)
-    worker = Worker([p], kafka_settings, group=f"g-{name}", hop_quantile=hop_quantile)
+    worker = Worker(
+        [p], kafka_settings, group=f"g-{name}", hop_quantile=hop_quantile, exporter=PrometheusExporter()
+    )
     with running(worker), reading(kafka_settings, [out]) as reader:
         records = [(None, json.dumps({"k": f"k{i % 5}"}).encode(), i % 2) for i in range(RECORDS)]
         produce(kafka_settings, source, records)
@@ -59,6 +62,9 @@ def test_the_source_path_cost_counts_the_measured_hop(
     own, after = costs.estimate(name, source), costs.path_cost(name, reader)
     assert costs.path_cost(name, source) == own + (hop + after)
     assert costs.hop(name, source) == 0.0  # a source topic is no hop
+    # What the scheduler plans with is exported beside what was measured.
+    planned = f'cadenza_planned_hop_seconds{{operator="{reader}",pipeline="{name}",tenant="t"}} {hop!r}'
+    assert planned in worker.exporter.render().decode()
 
 
 def test_hop_quantile_zero_leaves_the_hop_out(kafka_settings: KafkaSettings, new_topic: NewTopic) -> None:
@@ -70,3 +76,4 @@ def test_hop_quantile_zero_leaves_the_hop_out(kafka_settings: KafkaSettings, new
     assert costs is not None
     assert costs.hop(name, reader) == 0.0
     assert costs.path_cost(name, source) == costs.estimate(name, source) + costs.path_cost(name, reader)
+    assert "cadenza_planned_hop_seconds" not in worker.exporter.render().decode()

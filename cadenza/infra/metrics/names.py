@@ -42,6 +42,7 @@ __all__ = [
     "PARTITION_BUFFERED_RECORDS",
     "PAUSED_PARTITIONS",
     "PIPELINE_STOPPED",
+    "PLANNED_HOP",
     "POOL_DESIRED_WORKERS",
     "POOL_WORKERS",
     "PRODUCE_ACK",
@@ -293,6 +294,17 @@ LATENCY_TARGET = MetricDef(
 """Constant per pipeline, exported so a dashboard can draw the target line next to the
 ``E2E_LATENCY`` quantiles without being told the pipelines' configuration."""
 
+PLANNED_HOP = MetricDef(
+    "cadenza_planned_hop_seconds",
+    _G,
+    "The repartition hop into the operator that start deadlines upstream of it count (the "
+    "hop_quantile of cadenza_repartition_hop_seconds over its last 10 s).",
+    _TPO,
+)
+"""Exported for the readers of repartition topics while hops are planned (``hop_quantile`` > 0); 0
+until enough records have crossed the hop. Set beside the measured hop it shows what the scheduler
+assumes."""
+
 # -- worker state ----------------------------------------------------------------------------------
 
 BUFFERED_RECORDS = MetricDef(
@@ -521,6 +533,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     PRODUCE_ACK,
     WINDOW_CLOSE_WAIT,
     LATENCY_TARGET,
+    PLANNED_HOP,
     BUFFERED_RECORDS,
     PARTITION_BUFFERED_RECORDS,
     CONSUMER_LAG,
