@@ -600,6 +600,7 @@ def run_system(  # noqa: PLR0917
     stages: dict[str, dict[str, dict[str, float | None]]] = {}
     requests: dict[str, dict[str, float]] = {}
     stalls: dict[str, dict[str, float]] = {}
+    hops: dict[str, float] = {}
     try:
         with system_process(
             system, settings, topics, run, config, capacity.iterations, out / "logs", metrics_port, peer
@@ -645,6 +646,7 @@ def run_system(  # noqa: PLR0917
                 stages = stage_percentiles(stage_buckets(at_start), stage_buckets(at_end))
                 requests = kafka_requests(at_start, at_end)
                 stalls = loop_stalls(at_start, at_end)
+                hops = planned_hops(at_end)
     finally:
         reader.close()
     result = measure(system, config, expected, reader, phase_start, phase_end, capacity.ba_rps)
@@ -676,6 +678,9 @@ def run_system(  # noqa: PLR0917
     for tenant, per_stage in stages.items():
         if tenant in result:
             result[tenant]["stages"] = per_stage
+    for tenant, hop_ms in hops.items():
+        if tenant in result:
+            result[tenant]["planned_hop_ms"] = hop_ms
     return result
 
 
@@ -737,6 +742,18 @@ def kafka_requests(before: str, after: str) -> dict[str, dict[str, float]]:
     for (client, kind), count in deltas.items():
         sent.setdefault(client, {})[kind] = count
     return sent
+
+
+def planned_hops(text: str) -> dict[str, float]:
+    """Per tenant, the largest repartition hop (ms) its start deadlines counted at the scrape
+    (``cadenza_planned_hop_seconds``): what the scheduler assumed, beside the hop it measured."""
+    planned: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "cadenza_planned_hop_seconds":
+                tenant = sample.labels["tenant"]
+                planned[tenant] = max(planned.get(tenant, 0.0), round(sample.value * 1000, 3))
+    return planned
 
 
 def loop_stalls(before: str, after: str) -> dict[str, dict[str, float]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from cadenza.demo.machine import machine_busy_seconds, process_cpu_seconds
 from cadenza.demo.s1 import (
@@ -35,6 +35,7 @@ from cadenza.demo.s1 import (
     median_run,
     percentile,
     plan,
+    planned_hops,
     plot,
     quick_config,
     stage_buckets,
@@ -355,3 +356,13 @@ def test_loop_stalls_are_the_stalls_and_seconds_of_each_phase_between_the_scrape
         "checkpoint": {"stalls": 4.0, "seconds": 1.5},
     }
     assert loop_stalls(after, after) == {}
+
+
+def test_planned_hops_are_each_tenants_largest_at_the_scrape() -> None:
+    registry = CollectorRegistry()
+    hop = Gauge("cadenza_planned_hop_seconds", "", ("tenant", "pipeline", "operator"), registry=registry)
+    hop.labels("LS", "ls", "3-window").set(0.1875)
+    hop.labels("LS", "ls2", "2-window").set(0.05)
+    hop.labels("BA", "ba", "2-count").set(0.0)
+    assert planned_hops(generate_latest(registry).decode()) == {"LS": 187.5, "BA": 0.0}
+    assert planned_hops("") == {}
