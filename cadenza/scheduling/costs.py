@@ -169,10 +169,7 @@ class CostModel:
         """
         if not (0.0 <= run_time < _INF):
             return
-        graph = self._graphs.get(pipeline_id)
-        if graph is None or operator_id not in graph.estimate:
-            self.add_operator(pipeline_id, operator_id)
-            graph = self._graphs[pipeline_id]
+        graph = self._graph_with(pipeline_id, operator_id)
         old = graph.estimate[operator_id]
         self._set(graph, operator_id, old + self._alpha * (run_time - old))
 
@@ -191,10 +188,7 @@ class CostModel:
             or count <= 0
         ):
             return False
-        graph = self._graphs.get(pipeline_id)
-        if graph is None or operator_id not in graph.estimate:
-            self.add_operator(pipeline_id, operator_id)
-            graph = self._graphs[pipeline_id]
+        graph = self._graph_with(pipeline_id, operator_id)
         old = graph.estimate[operator_id]
         weight = 1.0 - (1.0 - self._alpha) ** count
         self._set(graph, operator_id, old + weight * (run_time - old))
@@ -204,10 +198,7 @@ class CostModel:
         """Overwrite an estimate, e.g. from configuration or a previous run's statistics."""
         if not (0.0 <= run_time < _INF):
             raise ValueError(f"run time estimate must be finite and non-negative, got {run_time!r}")
-        graph = self._graphs.get(pipeline_id)
-        if graph is None or operator_id not in graph.estimate:
-            self.add_operator(pipeline_id, operator_id)
-            graph = self._graphs[pipeline_id]
+        graph = self._graph_with(pipeline_id, operator_id)
         graph.estimate[operator_id] = run_time
         graph.used[operator_id] = run_time
         self._propagate(graph, operator_id)
@@ -222,15 +213,21 @@ class CostModel:
         """
         if not (0.0 <= seconds < _INF):
             raise ValueError(f"a hop must be finite and non-negative seconds, got {seconds!r}")
-        graph = self._graphs.get(pipeline_id)
-        if graph is None or operator_id not in graph.estimate:
-            self.add_operator(pipeline_id, operator_id)
-            graph = self._graphs[pipeline_id]
+        graph = self._graph_with(pipeline_id, operator_id)
         if graph.hop[operator_id] != seconds:
             graph.hop[operator_id] = seconds
             self._propagate(graph, operator_id)
 
     # -- internals -------------------------------------------------------------------------------
+
+    def _graph_with(self, pipeline_id: str, operator_id: str) -> _PipelineGraph:
+        """The pipeline's graph, the operator registered in it first if it is new (statistics for an
+        operator of another process, say)."""
+        graph = self._graphs.get(pipeline_id)
+        if graph is None or operator_id not in graph.estimate:
+            self.add_operator(pipeline_id, operator_id)
+            graph = self._graphs[pipeline_id]
+        return graph
 
     def _add_node(self, graph: _PipelineGraph, operator_id: str) -> None:
         if operator_id not in graph.estimate:
