@@ -26,19 +26,25 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from cadenza.errors import ConfigError
 from cadenza.infra.metrics.prometheus import LatencyHistogram
-from cadenza.infra.metrics.quantiles import histogram_quantile
-from cadenza.scheduling.clock import Clock
+from cadenza.infra.metrics.quantiles import Buckets, bucket_delta, histogram_quantile
 from cadenza.scheduling.costs import CostModel
 
-__all__ = ["DEFAULT_HOP_QUANTILE", "HopEstimates"]
+__all__ = ["DEFAULT_HOP_QUANTILE", "HopEstimates", "check_hop_quantile"]
 
 DEFAULT_HOP_QUANTILE = 0.99
 """The quantile of a hop a deadline counts: the target is met for 99% of results."""
+
+
+def check_hop_quantile(quantile: float) -> None:
+    """Refuse a quantile no hop can be planned at (the worker checks it when it is built, before
+    it has any hop to plan)."""
+    if not (0.0 <= quantile < 1.0):
+        raise ConfigError(f"hop_quantile must be in [0, 1), got {quantile!r}")
 
 
 @dataclass(slots=True)
@@ -46,32 +52,31 @@ class _Hop:
     pipeline: str
     operator: str
     histogram: LatencyHistogram
-    #: Bucket counts at each of the last refreshes, oldest first.
-    snapshots: deque[list[int]] = field(default_factory=deque)
+    #: Cumulative bucket counts at each of the last refreshes, oldest first.
+    snapshots: deque[Buckets] = field(default_factory=deque)
 
 
 class HopEstimates:
-    """Refreshes each hop's estimate in ``cost_model`` every ``interval`` seconds of ``clock``.
+    """Refreshes each hop's estimate in ``cost_model`` every ``interval`` seconds of ``now()``.
 
     ``hops`` are ``(pipeline, operator reading the repartition topic, its hop histogram)``; a pair
     given twice is kept once. ``quantile`` 0 turns hops off: nothing is ever set.
     """
 
-    __slots__ = ("_clock", "_due", "_hops", "_keep", "_min_count", "_model", "interval", "quantile")
+    __slots__ = ("_due", "_hops", "_keep", "_min_count", "_model", "_now", "interval", "quantile")
 
     def __init__(
         self,
         cost_model: CostModel,
         hops: Iterable[tuple[str, str, LatencyHistogram]],
-        clock: Clock,
+        now: Callable[[], float],
         *,
         quantile: float = DEFAULT_HOP_QUANTILE,
         window: float = 10.0,
         interval: float = 1.0,
         min_count: int = 20,
     ) -> None:
-        if not (0.0 <= quantile < 1.0):
-            raise ConfigError(f"the hop quantile must be in [0, 1), got {quantile!r}")
+        check_hop_quantile(quantile)
         if not (0.0 < interval <= window < math.inf):
             raise ConfigError(
                 f"hop estimates need 0 < interval <= window, finite, got interval {interval!r} "
@@ -80,7 +85,7 @@ class HopEstimates:
         if min_count < 1:
             raise ConfigError(f"min_count must be at least 1, got {min_count!r}")
         self._model = cost_model
-        self._clock = clock
+        self._now = now
         self.quantile = quantile
         self.interval = interval
         self._min_count = min_count
@@ -90,7 +95,7 @@ class HopEstimates:
         for pipeline, operator, histogram in hops:
             unique.setdefault((pipeline, operator), _Hop(pipeline, operator, histogram))
         self._hops = tuple(unique.values()) if quantile > 0.0 else ()
-        self._due = clock.now()
+        self._due = now()
 
     def __len__(self) -> int:
         return len(self._hops)
@@ -100,28 +105,33 @@ class HopEstimates:
 
         One clock read and a comparison when not due, so it can run every loop round.
         """
-        now = self._clock.now()
+        now = self._now()
         if now < self._due or not self._hops:
             return False
         self._due = now + self.interval
         for hop in self._hops:
             counts = hop.histogram.counts.copy()  # one consistent set of buckets under the GIL
             snapshots = hop.snapshots
-            snapshots.append(counts)
+            snapshots.append(_cumulative(hop.histogram.bounds, counts))
             if len(snapshots) > self._keep:
                 snapshots.popleft()
-            value = self._estimate(hop.histogram.bounds, counts, snapshots[0])
+            value = self._estimate(bucket_delta(snapshots[-1], snapshots[0]))
             if value is not None:
                 self._model.set_hop(hop.pipeline, hop.operator, value)
         return True
 
-    def _estimate(self, bounds: tuple[float, ...], now: list[int], before: list[int]) -> float | None:
+    def _estimate(self, observed: Buckets) -> float | None:
         """The quantile of the observations between two snapshots, or None if too few."""
-        cumulative: dict[float, float] = {}
-        running = 0
-        for bound, count, old in zip((*bounds, math.inf), now, before, strict=True):
-            running += count - old
-            cumulative[bound] = float(running)
-        if running < self._min_count:
+        if observed[math.inf] < self._min_count:
             return None
-        return histogram_quantile(self.quantile, cumulative)
+        return histogram_quantile(self.quantile, observed)
+
+
+def _cumulative(bounds: tuple[float, ...], counts: list[int]) -> Buckets:
+    """A histogram's per-bucket counts as cumulative counts by upper bound (``+Inf`` last)."""
+    cumulative: Buckets = {}
+    running = 0
+    for bound, count in zip((*bounds, math.inf), counts, strict=True):
+        running += count
+        cumulative[bound] = float(running)
+    return cumulative

@@ -83,7 +83,7 @@ from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.infra.metrics.topics import metrics_topic_specs
 from cadenza.pipelines import Pipeline, PipelineGraph
 from cadenza.scaling.ownership import OwnershipLog, ownership_topic_spec
-from cadenza.scheduling.clock import Clock, SystemClock
+from cadenza.scheduling.clock import Clock
 from cadenza.scheduling.context import SchedulingContext, trace_id_bits
 from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policy import SchedulingPolicy
@@ -104,7 +104,7 @@ from cadenza.worker.executor import Executor, SchedKey
 from cadenza.worker.fetcher import Fetcher, FlowControl
 from cadenza.worker.gc_tuning import GcTuning
 from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_spec
-from cadenza.worker.hop_estimates import DEFAULT_HOP_QUANTILE, HopEstimates
+from cadenza.worker.hop_estimates import DEFAULT_HOP_QUANTILE, HopEstimates, check_hop_quantile
 from cadenza.worker.idle_clock import READ_GAP, IdleClock
 from cadenza.worker.inflight import Pending
 from cadenza.worker.lanes import (
@@ -287,8 +287,7 @@ class Worker:
             )
         if not (0.0 < progress_interval < 60.0):
             raise ConfigError(f"progress_interval must be in (0, 60) s, got {progress_interval!r}")
-        if not (0.0 <= hop_quantile < 1.0):
-            raise ConfigError(f"hop_quantile must be in [0, 1), got {hop_quantile!r}")
+        check_hop_quantile(hop_quantile)
         if not (0.001 <= fetch_wait <= 10.0):
             raise ConfigError(f"fetch_wait must be between 0.001 and 10 s, got {fetch_wait!r}")
         if hang_timeout is None:
@@ -345,7 +344,6 @@ class Worker:
         self.commit_interval = commit_interval
         self.progress_interval = progress_interval
         self.hop_quantile = hop_quantile
-        self._hop_clock: Clock = clock if clock is not None else SystemClock()
         #: The repartition hops start deadlines count (see :mod:`.hop_estimates`); made at the start.
         self._hops: HopEstimates | None = None
         self._consumer_overrides = dict(consumer_overrides or {})
@@ -588,7 +586,7 @@ class Worker:
         readers = [s for s in self._schedules if not s.from_source]
         if model is not None and self.hop_quantile > 0.0 and readers:
             hops = [(s.pipeline, s.operator_id, s.arrival) for s in readers]
-            self._hops = HopEstimates(model, hops, self._hop_clock, quantile=self.hop_quantile)
+            self._hops = HopEstimates(model, hops, self._wall_clock, quantile=self.hop_quantile)
             labels = [(s.tenant, s.pipeline, s.operator_id) for s in readers]
             self.exporter.register_callback(
                 names.PLANNED_HOP, lambda: {(t, p, o): model.hop(p, o) for t, p, o in labels}

@@ -79,7 +79,7 @@ def test_each_estimate_is_the_quantile_of_the_records_in_its_window(
     costs = model()
     histogram = LatencyHistogram(LATENCY_BUCKETS)
     hops = HopEstimates(
-        costs, [("p", "window", histogram)], clock, quantile=quantile, window=window, interval=interval
+        costs, [("p", "window", histogram)], clock.now, quantile=quantile, window=window, interval=interval
     )
     brute = BruteForce(quantile, keep=math.ceil(window / interval) + 1, min_count=20)
     due = clock.now()
@@ -103,7 +103,9 @@ def test_a_burst_of_slow_hops_is_forgotten_once_it_leaves_the_window() -> None:
     clock = VirtualClock(0.0)
     costs = model()
     histogram = LatencyHistogram(LATENCY_BUCKETS)
-    hops = HopEstimates(costs, [("p", "window", histogram)], clock, quantile=0.5, window=2.0, interval=1.0)
+    hops = HopEstimates(
+        costs, [("p", "window", histogram)], clock.now, quantile=0.5, window=2.0, interval=1.0
+    )
     assert hops.refresh()  # the baseline
     histogram.observe_many(0.8, 30)  # a slow second...
     clock.advance(1.0)
@@ -122,7 +124,7 @@ def test_too_few_records_keep_the_last_estimate() -> None:
     clock = VirtualClock(0.0)
     costs = model()
     histogram = LatencyHistogram(LATENCY_BUCKETS)
-    hops = HopEstimates(costs, [("p", "window", histogram)], clock, window=1.0, interval=1.0, min_count=5)
+    hops = HopEstimates(costs, [("p", "window", histogram)], clock.now, window=1.0, interval=1.0, min_count=5)
     hops.refresh()
     histogram.observe_many(0.2, 5)
     clock.advance(1.0)
@@ -139,9 +141,9 @@ def test_quantile_zero_leaves_hops_out_and_a_hop_given_twice_is_kept_once() -> N
     clock = VirtualClock(0.0)
     costs = model()
     histogram = LatencyHistogram(LATENCY_BUCKETS)
-    off = HopEstimates(costs, [("p", "window", histogram)], clock, quantile=0.0)
+    off = HopEstimates(costs, [("p", "window", histogram)], clock.now, quantile=0.0)
     assert len(off) == 0
-    twice = HopEstimates(costs, [("p", "window", histogram), ("p", "window", histogram)], clock)
+    twice = HopEstimates(costs, [("p", "window", histogram), ("p", "window", histogram)], clock.now)
     assert len(twice) == 1
     histogram.observe_many(0.2, 50)
     for hops in (off, twice):
@@ -170,4 +172,4 @@ def test_quantile_zero_leaves_hops_out_and_a_hop_given_twice_is_kept_once() -> N
 )
 def test_bad_settings_are_config_errors(kwargs: dict[str, float]) -> None:
     with pytest.raises(ConfigError):
-        HopEstimates(model(), [], VirtualClock(0.0), **kwargs)  # type: ignore[arg-type]
+        HopEstimates(model(), [], VirtualClock(0.0).now, **kwargs)  # type: ignore[arg-type]
