@@ -719,18 +719,19 @@ def counter_deltas(
 ) -> dict[tuple[str, ...], float]:
     """How much each series of counter sample ``name`` (keyed by the values of ``labels``) grew between
     two scrapes of the worker's /metrics; series that did not grow are left out."""
-
-    def totals(text: str) -> dict[tuple[str, ...], float]:
-        return {
-            tuple(sample.labels[label] for label in labels): sample.value
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-            if sample.name == name
-        }
-
-    start = totals(before)
-    grown = {key: value - start.get(key, 0.0) for key, value in totals(after).items()}
+    start = sample_values(before, name, labels)
+    grown = {key: value - start.get(key, 0.0) for key, value in sample_values(after, name, labels).items()}
     return {key: delta for key, delta in grown.items() if delta > 0}
+
+
+def sample_values(text: str, name: str, labels: tuple[str, ...]) -> dict[tuple[str, ...], float]:
+    """Each series of sample ``name`` in a scrape, keyed by the values of ``labels``."""
+    return {
+        tuple(sample.labels[label] for label in labels): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name
+    }
 
 
 def kafka_requests(before: str, after: str) -> dict[str, dict[str, float]]:
@@ -748,11 +749,9 @@ def planned_hops(text: str) -> dict[str, float]:
     """Per tenant, the largest repartition hop (ms) its start deadlines counted at the scrape
     (``cadenza_planned_hop_seconds``): what the scheduler assumed, beside the hop it measured."""
     planned: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "cadenza_planned_hop_seconds":
-                tenant = sample.labels["tenant"]
-                planned[tenant] = max(planned.get(tenant, 0.0), round(sample.value * 1000, 3))
+    series = sample_values(text, "cadenza_planned_hop_seconds", ("tenant", "pipeline", "operator"))
+    for (tenant, _, _), seconds in series.items():
+        planned[tenant] = max(planned.get(tenant, 0.0), round(seconds * 1000, 3))
     return planned
 
 
