@@ -88,13 +88,14 @@ def main_thread_events(out_dir: Path) -> dict[str, int]:
     raise RuntimeError(f"no summary line in {path}")
 
 
-def count(bootstrap: str, mode: str, records: int, cache_sim: bool) -> dict[str, int]:
+def count(bootstrap: str, mode: str, records: int, cache_sim: bool, branch_sim: bool) -> dict[str, int]:
     with tempfile.TemporaryDirectory(prefix="count-hot-path-") as tmp:
         command = [
             "valgrind",
             "--tool=callgrind",
             "--separate-threads=yes",
             f"--cache-sim={'yes' if cache_sim else 'no'}",
+            f"--branch-sim={'yes' if branch_sim else 'no'}",
             f"--callgrind-out-file={tmp}/callgrind.%p.out",
             sys.executable,
             str(Path(__file__).resolve()),
@@ -117,6 +118,9 @@ def main() -> None:
     parser.add_argument("--low", type=int, default=500, help="records of the first counted run per mode")
     parser.add_argument("--high", type=int, default=2500, help="records of the second")
     parser.add_argument("--cache-sim", action="store_true", help="also count simulated cache misses")
+    parser.add_argument(
+        "--branch-sim", action="store_true", help="also count simulated branch mispredictions"
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--child", nargs=3, metavar=("BOOTSTRAP", "MODE", "RECORDS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -134,8 +138,8 @@ def main() -> None:
     per_record: dict[str, dict[str, Any]] = {}
     with EmbeddedBroker() as broker:
         for mode in modes:
-            low = count(broker.bootstrap_servers, mode, args.low, args.cache_sim)
-            high = count(broker.bootstrap_servers, mode, args.high, args.cache_sim)
+            low = count(broker.bootstrap_servers, mode, args.low, args.cache_sim, args.branch_sim)
+            high = count(broker.bootstrap_servers, mode, args.high, args.cache_sim, args.branch_sim)
             events = {name: round((high[name] - low[name]) / (args.high - args.low)) for name in high}
             per_record[mode] = {"per_record": events, "low": low, "high": high}
             print(f"{mode:12s} {events['Ir']:9,d} instructions per record  {events}", flush=True)
