@@ -52,6 +52,24 @@ def messages(topic: str, count: int) -> list[Message]:
     ]
 
 
+def started_worker(
+    settings: KafkaSettings, policy: str, records: int, *, prefix: str = "hot", **options: Any
+) -> tuple[Worker, str]:
+    """A started worker running ``bench_worker.py``'s pipeline (parse -> filter -> map -> sink) on
+    fresh topics, with room for ``records`` buffered; returns it and its input topic. ``options``
+    are more ``Worker`` arguments."""
+    suffix = uuid.uuid4().hex[:8]
+    source, sink = f"{prefix}-in-{suffix}", f"{prefix}-out-{suffix}"
+    ensure_topics(make_admin(settings), [TopicSpec(source, PARTITIONS), TopicSpec(sink, PARTITIONS)])
+    pipeline = Pipeline(f"{prefix}-{suffix}", tenant="bench", latency_target="1s")
+    pipeline.source(source, value=Event).filter(is_purchase).map(enrich).sink(sink)
+    worker = Worker(
+        [pipeline], settings, group=f"{prefix}-{suffix}", policy=policy, max_buffered=records + 1, **options
+    )
+    worker.start()
+    return worker, source
+
+
 def run_unscheduled(worker: Worker, batch: list[Message]) -> None:
     """Decode and run each record at once, in arrival order (the worker before the scheduler)."""
     stages = worker._stages
@@ -78,22 +96,9 @@ def measure(
     """Thread CPU us per record, per repetition. Scheduled modes admit ``chunk`` records at a time
     (all at once by default), each chunk run to the end before the next, in quanta of at most
     ``quantum_records`` (the worker's default, 16)."""
-    suffix = uuid.uuid4().hex[:8]
-    source, sink = f"hot-in-{suffix}", f"hot-out-{suffix}"
-    ensure_topics(make_admin(settings), [TopicSpec(source, PARTITIONS), TopicSpec(sink, PARTITIONS)])
-    pipeline = Pipeline(f"hot-{suffix}", tenant="bench", latency_target="1s")
-    pipeline.source(source, value=Event).filter(is_purchase).map(enrich).sink(sink)
     policy = "fifo" if mode == "unscheduled" else mode
-    worker = Worker(
-        [pipeline],
-        settings,
-        group=f"hot-{suffix}",
-        policy=policy,
-        max_buffered=records + 1,
-        quantum_records=quantum_records,
-    )
+    worker, source = started_worker(settings, policy, records, quantum_records=quantum_records)
     step = chunk or records
-    worker.start()
     output = worker._output
     assert output is not None
     per_record: list[float] = []

@@ -17,21 +17,16 @@ import ast
 import statistics
 import textwrap
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from bench_hot_path import messages
-from bench_worker import PARTITIONS, Event, enrich, is_purchase
+from bench_hot_path import messages, started_worker
 
 import cadenza.worker.executor as executor_module
 import cadenza.worker.runtime as runtime_module
 from cadenza.infra.broker.embedded import EmbeddedBroker
-from cadenza.infra.kafka.clients import make_admin
-from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
-from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
 from cadenza.worker.executor import Executor
@@ -67,13 +62,7 @@ def measure(
     settings: KafkaSettings, policy: str, variants: dict[str, Variant], rounds: int, records: int
 ) -> dict[str, dict[str, list[float]]]:
     """Per variant and stage (``admit``, ``run``, ``total``, flush included): ns per record per round."""
-    suffix = uuid.uuid4().hex[:8]
-    source, sink = f"ab-in-{suffix}", f"ab-out-{suffix}"
-    ensure_topics(make_admin(settings), [TopicSpec(source, PARTITIONS), TopicSpec(sink, PARTITIONS)])
-    pipeline = Pipeline(f"ab-{suffix}", tenant="bench", latency_target="1s")
-    pipeline.source(source, value=Event).filter(is_purchase).map(enrich).sink(sink)
-    worker = Worker([pipeline], settings, group=f"ab-{suffix}", policy=policy, max_buffered=records + 1)
-    worker.start()
+    worker, source = started_worker(settings, policy, records, prefix="ab")
     output = worker._output
     assert output is not None
     names = list(variants)

@@ -27,20 +27,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
 from _common import environment, write_result
-from bench_hot_path import messages, run_unscheduled
-from bench_worker import PARTITIONS, Event, enrich, is_purchase
+from bench_hot_path import messages, run_unscheduled, started_worker
 
 from cadenza.infra.broker.embedded import EmbeddedBroker
-from cadenza.infra.kafka.clients import make_admin
-from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
-from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
-from cadenza.worker import Worker
 
 MODES = ("unscheduled", "fifo", "cameo", "fair")
 
@@ -48,20 +42,8 @@ MODES = ("unscheduled", "fifo", "cameo", "fair")
 def run_child(bootstrap: str, mode: str, records: int) -> None:
     """The counted process: one worker, ``records`` records through one mode."""
     settings = KafkaSettings.load(bootstrap_servers=bootstrap)
-    suffix = uuid.uuid4().hex[:8]
-    source, sink = f"count-in-{suffix}", f"count-out-{suffix}"
-    ensure_topics(make_admin(settings), [TopicSpec(source, PARTITIONS), TopicSpec(sink, PARTITIONS)])
-    pipeline = Pipeline(f"hot-{suffix}", tenant="bench", latency_target="1s")
-    pipeline.source(source, value=Event).filter(is_purchase).map(enrich).sink(sink)
-    worker = Worker(
-        [pipeline],
-        settings,
-        group=f"count-{suffix}",
-        policy="fifo" if mode == "unscheduled" else mode,
-        max_buffered=records + 1,
-        quantum_seconds=None,
-    )
-    worker.start()
+    policy = "fifo" if mode == "unscheduled" else mode
+    worker, source = started_worker(settings, policy, records, prefix="count", quantum_seconds=None)
     output = worker._output
     assert output is not None
     try:

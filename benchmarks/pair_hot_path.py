@@ -16,30 +16,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-import uuid
 from pathlib import Path
 
 from _common import environment, write_result
-from bench_hot_path import messages, run_unscheduled
-from bench_worker import PARTITIONS, Event, enrich, is_purchase
+from bench_hot_path import messages, run_unscheduled, started_worker
 
 from cadenza.infra.broker.embedded import EmbeddedBroker
-from cadenza.infra.kafka.clients import make_admin
-from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
-from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
-from cadenza.worker import Worker
-
-
-def started_worker(settings: KafkaSettings, policy: str, records: int) -> tuple[Worker, str]:
-    suffix = uuid.uuid4().hex[:8]
-    source, sink = f"pair-in-{suffix}", f"pair-out-{suffix}"
-    ensure_topics(make_admin(settings), [TopicSpec(source, PARTITIONS), TopicSpec(sink, PARTITIONS)])
-    pipeline = Pipeline(f"hot-{suffix}", tenant="bench", latency_target="1s")
-    pipeline.source(source, value=Event).filter(is_purchase).map(enrich).sink(sink)
-    worker = Worker([pipeline], settings, group=f"pair-{suffix}", policy=policy, max_buffered=records + 1)
-    worker.start()
-    return worker, source
 
 
 def main() -> None:
@@ -55,8 +38,8 @@ def main() -> None:
     scheduled_us: list[float] = []
     with EmbeddedBroker() as broker:
         settings = KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers)
-        plain, plain_topic = started_worker(settings, "fifo", args.records)
-        scheduled, scheduled_topic = started_worker(settings, args.policy, args.records)
+        plain, plain_topic = started_worker(settings, "fifo", args.records, prefix="pair")
+        scheduled, scheduled_topic = started_worker(settings, args.policy, args.records, prefix="pair")
         plain_output, scheduled_output = plain._output, scheduled._output
         assert plain_output is not None and scheduled_output is not None
         try:
