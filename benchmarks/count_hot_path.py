@@ -70,6 +70,14 @@ def main_thread_events(out_dir: Path) -> dict[str, int]:
     raise RuntimeError(f"no summary line in {path}")
 
 
+def per_record(low: dict[str, int], high: dict[str, int], records: int) -> dict[str, int]:
+    """Each event's count per record: the two runs' difference over the records between them (what
+    both runs did once, start-up and set-up, cancels out)."""
+    if low.keys() != high.keys():
+        raise ValueError(f"the runs counted different events: {sorted(low)} and {sorted(high)}")
+    return {name: round((high[name] - low[name]) / records) for name in high}
+
+
 def count(bootstrap: str, mode: str, records: int, cache_sim: bool, branch_sim: bool) -> dict[str, int]:
     with tempfile.TemporaryDirectory(prefix="count-hot-path-") as tmp:
         command = [
@@ -117,20 +125,17 @@ def main() -> None:
     if unknown or not 0 < args.low < args.high:
         sys.exit(f"modes must be among {MODES} (got {unknown}) and 0 < --low < --high")
 
-    per_record: dict[str, dict[str, Any]] = {}
+    counted: dict[str, dict[str, Any]] = {}
     with EmbeddedBroker() as broker:
         for mode in modes:
             low = count(broker.bootstrap_servers, mode, args.low, args.cache_sim, args.branch_sim)
             high = count(broker.bootstrap_servers, mode, args.high, args.cache_sim, args.branch_sim)
-            events = {name: round((high[name] - low[name]) / (args.high - args.low)) for name in high}
-            per_record[mode] = {"per_record": events, "low": low, "high": high}
+            events = per_record(low, high, args.high - args.low)
+            counted[mode] = {"per_record": events, "low": low, "high": high}
             print(f"{mode:12s} {events['Ir']:9,d} instructions per record  {events}", flush=True)
-    base = per_record.get("unscheduled")
+    base = counted.get("unscheduled")
     ratios = (
-        {
-            mode: round(row["per_record"]["Ir"] / base["per_record"]["Ir"], 3)
-            for mode, row in per_record.items()
-        }
+        {mode: round(row["per_record"]["Ir"] / base["per_record"]["Ir"], 3) for mode, row in counted.items()}
         if base is not None
         else {}
     )
@@ -143,7 +148,7 @@ def main() -> None:
             "pipeline": "parse(JSON, pydantic) -> filter -> map -> sink(JSON)",
             "records": {"low": args.low, "high": args.high},
             "quantum": "16 records, no time budget",
-            "modes": per_record,
+            "modes": counted,
             "ratio_to_unscheduled": ratios,
             **environment(),
         }
