@@ -110,9 +110,8 @@ class HopEstimates:
             return False
         self._due = now + self.interval
         for hop in self._hops:
-            counts = hop.histogram.counts.copy()  # one consistent set of buckets under the GIL
             snapshots = hop.snapshots
-            snapshots.append(_cumulative(hop.histogram.bounds, counts))
+            snapshots.append(hop.histogram.buckets())
             if len(snapshots) > self._keep:
                 snapshots.popleft()
             value = self._estimate(bucket_delta(snapshots[-1], snapshots[0]))
@@ -125,13 +124,3 @@ class HopEstimates:
         if observed[math.inf] < self._min_count:
             return None
         return histogram_quantile(self.quantile, observed)
-
-
-def _cumulative(bounds: tuple[float, ...], counts: list[int]) -> Buckets:
-    """A histogram's per-bucket counts as cumulative counts by upper bound (``+Inf`` last)."""
-    cumulative: Buckets = {}
-    running = 0
-    for bound, count in zip((*bounds, math.inf), counts, strict=True):
-        running += count
-        cumulative[bound] = float(running)
-    return cumulative

@@ -40,6 +40,7 @@ from prometheus_client.utils import floatToGoString
 
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.names import MetricDef, MetricKind
+from cadenza.infra.metrics.quantiles import Buckets
 from cadenza.infra.metrics.server import HealthState, MetricsServer, serve_metrics
 
 if TYPE_CHECKING:
@@ -87,16 +88,21 @@ class LatencyHistogram:
     def count(self) -> int:
         return sum(self.counts)
 
+    def buckets(self) -> Buckets:
+        """Cumulative counts by upper bound, ``+Inf`` last: the form quantiles and deltas are taken
+        of (:mod:`cadenza.infra.metrics.quantiles`)."""
+        counts = self.counts.copy()  # atomic under the GIL: one consistent set of buckets
+        cumulative: Buckets = {}
+        running = 0
+        for bound, count in zip((*self.bounds, _INF), counts, strict=True):
+            running += count
+            cumulative[bound] = float(running)
+        return cumulative
+
     def cumulative(self) -> tuple[list[tuple[str, float]], float]:
         """``(le, cumulative count)`` pairs ending with ``+Inf``, and the sum, as exposition wants."""
-        counts = self.counts.copy()  # atomic under the GIL: one consistent set of buckets
-        total = self.sum
-        buckets: list[tuple[str, float]] = []
-        running = 0
-        for le, count in zip(self.les, counts, strict=True):
-            running += count
-            buckets.append((le, float(running)))
-        return buckets, total
+        buckets = self.buckets()
+        return list(zip(self.les, buckets.values(), strict=True)), self.sum
 
 
 class OperatorMetrics:
