@@ -88,6 +88,12 @@ class CostModel:
     def alpha(self) -> float:
         return self._alpha
 
+    @property
+    def recompute_tolerance(self) -> float:
+        """Path costs carry an estimate as of its last drift beyond this share, so they may differ
+        from :meth:`estimate` by up to it."""
+        return self._tolerance
+
     # -- structure -------------------------------------------------------------------------------
 
     def add_pipeline(self, pipeline_id: str, edges: Mapping[str, Iterable[str]]) -> None:

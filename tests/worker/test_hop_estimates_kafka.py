@@ -13,6 +13,7 @@ import pytest
 from cadenza.infra.metrics.names import LATENCY_BUCKETS
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.pipelines import Pipeline
+from cadenza.scheduling.costs import CostModel
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
@@ -42,6 +43,15 @@ def run_through_a_repartition(
     return worker, name
 
 
+def assert_path_cost_counts(costs: CostModel, name: str, source: str, reader: str, hop: float) -> None:
+    """The source's path cost is its own estimate, the hop and the reader's path cost. Its own share
+    is the estimate as of its last drift beyond the recompute tolerance (a later observation within
+    it does not recompute paths), so it is compared within that tolerance, not exactly."""
+    own = costs.path_cost(name, source) - (hop + costs.path_cost(name, reader))
+    estimate = costs.estimate(name, source)
+    assert abs(own - estimate) <= costs.recompute_tolerance * own * (1 + 1e-9)
+
+
 def test_the_source_path_cost_counts_the_measured_hop(
     kafka_settings: KafkaSettings, new_topic: NewTopic
 ) -> None:
@@ -59,8 +69,7 @@ def test_the_source_path_cost_counts_the_measured_hop(
     highest = LATENCY_BUCKETS[min(used[-1], len(LATENCY_BUCKETS) - 1)]
     assert hop > 0.0
     assert lowest <= hop <= highest
-    own, after = costs.estimate(name, source), costs.path_cost(name, reader)
-    assert costs.path_cost(name, source) == own + (hop + after)
+    assert_path_cost_counts(costs, name, source, reader, hop)
     assert costs.hop(name, source) == 0.0  # a source topic is no hop
     # What the scheduler plans with is exported beside what was measured.
     planned = f'cadenza_planned_hop_seconds{{operator="{reader}",pipeline="{name}",tenant="t"}} {hop!r}'
@@ -75,5 +84,5 @@ def test_hop_quantile_zero_leaves_the_hop_out(kafka_settings: KafkaSettings, new
     costs = worker.cost_model
     assert costs is not None
     assert costs.hop(name, reader) == 0.0
-    assert costs.path_cost(name, source) == costs.estimate(name, source) + costs.path_cost(name, reader)
+    assert_path_cost_counts(costs, name, source, reader, 0.0)
     assert "cadenza_planned_hop_seconds" not in worker.exporter.render().decode()
