@@ -84,6 +84,22 @@ def run_unscheduled(worker: Worker, batch: list[Message]) -> None:
                 schedule.run(unit, unit.key, unit.value, unit.event_time, None)
 
 
+def run_batch(worker: Worker, scheduled: bool, batch: list[Message], chunk: int | None = None) -> None:
+    """Run ``batch`` through ``worker`` and flush its producer (delivery callbacks run in the flush, on
+    this thread): unscheduled, or admitted ``chunk`` records at a time (all at once by default),
+    each chunk run to the end before the next."""
+    output = worker._output
+    assert output is not None
+    if not scheduled:
+        run_unscheduled(worker, batch)
+    else:
+        step = chunk or len(batch)
+        for first in range(0, len(batch), step):
+            worker.admit(batch[first : first + step])
+            worker.run_for(3600.0)
+    output.flush()
+
+
 def measure(
     settings: KafkaSettings,
     mode: str,
@@ -98,21 +114,12 @@ def measure(
     ``quantum_records`` (the worker's default, 16)."""
     policy = "fifo" if mode == "unscheduled" else mode
     worker, source = started_worker(settings, policy, records, quantum_records=quantum_records)
-    step = chunk or records
-    output = worker._output
-    assert output is not None
     per_record: list[float] = []
     try:
         for _ in range(repeat + 1):  # the first round warms up and is not counted
             batch = messages(source, records)
             started = time.thread_time()
-            if mode == "unscheduled":
-                run_unscheduled(worker, batch)
-            else:
-                for first in range(0, records, step):
-                    worker.admit(batch[first : first + step])
-                    worker.run_for(3600.0)
-            output.flush()  # timed too: delivery callbacks run here, on this thread
+            run_batch(worker, mode != "unscheduled", batch, chunk)  # the flush is timed too
             per_record.append((time.thread_time() - started) / records * 1e6)
     finally:
         worker.close()

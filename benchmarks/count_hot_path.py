@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import environment, write_result
-from bench_hot_path import messages, run_unscheduled, started_worker
+from bench_hot_path import messages, run_batch, started_worker
 
 from cadenza.infra.broker.embedded import EmbeddedBroker
 from cadenza.settings import KafkaSettings
@@ -44,16 +44,8 @@ def run_child(bootstrap: str, mode: str, records: int) -> None:
     settings = KafkaSettings.load(bootstrap_servers=bootstrap)
     policy = "fifo" if mode == "unscheduled" else mode
     worker, source = started_worker(settings, policy, records, prefix="count", quantum_seconds=None)
-    output = worker._output
-    assert output is not None
     try:
-        batch = messages(source, records)
-        if mode == "unscheduled":
-            run_unscheduled(worker, batch)
-        else:
-            worker.admit(batch)
-            worker.run_for(3600.0)
-        output.flush()
+        run_batch(worker, mode != "unscheduled", messages(source, records))
     finally:
         worker.close()
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from _common import environment, write_result
-from bench_hot_path import messages, run_unscheduled, started_worker
+from bench_hot_path import messages, run_batch, started_worker
 
 from cadenza.infra.broker.embedded import EmbeddedBroker
 from cadenza.settings import KafkaSettings
@@ -40,19 +40,13 @@ def main() -> None:
         settings = KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers)
         plain, plain_topic = started_worker(settings, "fifo", args.records, prefix="pair")
         scheduled, scheduled_topic = started_worker(settings, args.policy, args.records, prefix="pair")
-        plain_output, scheduled_output = plain._output, scheduled._output
-        assert plain_output is not None and scheduled_output is not None
         try:
             for round_ in range(args.rounds + 1):
                 first, second = messages(plain_topic, args.records), messages(scheduled_topic, args.records)
                 started = time.thread_time()
-                run_unscheduled(plain, first)
-                plain_output.flush()
+                run_batch(plain, False, first)
                 middle = time.thread_time()
-                for at in range(0, args.records, step):
-                    scheduled.admit(second[at : at + step])
-                    scheduled.run_for(3600.0)
-                scheduled_output.flush()
+                run_batch(scheduled, True, second, step)
                 ended = time.thread_time()
                 if round_:  # the first pair warms up
                     unscheduled_us.append((middle - started) / args.records * 1e6)
