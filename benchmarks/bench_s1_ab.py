@@ -11,6 +11,8 @@ the same two pipelines.
 
     cd benchmarks && python bench_s1_ab.py --base /tmp/base --label 7056ee4 --repetitions 8 --out DIR
 
+``--load`` sets BA's mean input as in ``cadenza bench s1 --load`` (0.75 by default).
+
 Writes ``s1.json`` and ``s1.png`` (the harness's, both systems) and ``s1_ab.json``: per repetition,
 each system's LS and BA deadline-met ratios and LS p99, with the medians and the paired differences.
 """
@@ -117,11 +119,14 @@ def main() -> None:
     )
     parser.add_argument("--label", default="base", help="the base's name in the results (its commit)")
     parser.add_argument("--repetitions", type=at_least_one, default=8)
+    parser.add_argument(
+        "--load", type=float, default=S1Config.load, help="BA's mean input over its calibrated capacity"
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     base = args.base.resolve()
     name = f"{THIS}-{args.label}"
-    config = S1Config(systems=(THIS, name), repetitions=args.repetitions)
+    config = S1Config(systems=(THIS, name), repetitions=args.repetitions, load=args.load)
     result = run_benchmark(args.out, config=config, peers={name: base_worker(base, config)})
     write_result(
         args.out,
