@@ -161,13 +161,17 @@ class SchedulingPolicy(ABC):
 
     @property
     def postpones_tardy(self) -> bool:
-        """Whether every priority is ``d`` while ``now <= d`` and ``now + p`` after, with ``(d, p)``
+        """Whether every priority is ``d`` while ``now <= e`` and ``now + p`` after, with ``(d, e, p)``
         from :meth:`deadline_parts`: the scheduler then keeps on-time and tardy heads in two heaps
         (O(log n) per pick under overload) and never calls :meth:`priority`."""
         return False
 
-    def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float]:
-        """``(d, p)`` of a head record, for a policy that :attr:`postpones_tardy`."""
+    def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float, float]:
+        """``(d, e, p)`` of a head record, for a policy that :attr:`postpones_tardy`: its deadline
+        ``d``, the moment ``e >= d`` after which it is tardy, and its postponement ``p >= 0``.
+
+        ``e`` and ``d`` differ where the order and the verdict want different deadlines: cameo
+        orders by the start deadline but calls a record tardy only once its target has passed."""
         raise NotImplementedError(
             f"{type(self).__name__} does not postpone tardy records; deadline_parts is only called "
             "on a policy whose postpones_tardy is true"

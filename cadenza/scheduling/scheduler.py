@@ -28,13 +28,15 @@ How priorities are evaluated depends on what the policy declares:
   priorities change while records wait, but only upwards, so a heap key is a lower bound of the
   true priority. At a pick the top entry is re-evaluated; if its key was stale it is re-keyed in
   place and the next top is examined, otherwise it is the true minimum. O(log n) per re-keyed entry.
-- ``postpones_tardy`` (cameo): a head's priority is its start deadline ``d`` while ``now <= d``, and
-  ``now + p`` after (``policy.deadline_parts(ctx) == (d, p)``). Under overload every waiting head
-  turns tardy and its priority moves with the clock, so lazy re-keying would re-key every head at
-  every pick (linear in the partitions). Instead on-time heads sit in a heap by ``d`` and tardy ones
-  in a second heap by ``p``, whose order does not change with ``now``; a pick moves the heads that
-  turned tardy from the first heap to the second (each head moves at most once) and compares the
-  two tops. O(log n) amortized per pick.
+- ``postpones_tardy`` (cameo): a head's priority is its start deadline ``d`` while ``now <= e``, and
+  ``now + p`` after (``policy.deadline_parts(ctx) == (d, e, p)``, ``d <= e``, ``p >= 0``). Under
+  overload every waiting head turns tardy and its priority moves with the clock, so lazy re-keying
+  would re-key every head at every pick (linear in the partitions). Instead on-time heads sit in a
+  heap by ``d`` and tardy ones in a second heap by ``p``, whose order does not change with ``now``;
+  a pick moves the heads that turned tardy from the top of the first heap to the second (each head
+  moves at most once) and compares the two tops. A head that turned tardy below the top may wait
+  there: its key ``d`` is below its true priority (``now + p > e >= d``), so it cannot be picked
+  early, and it moves when it surfaces. O(log n) amortized per pick.
 - ``time_dependent`` only: no order can be kept, so every ready head is evaluated at each pick:
   O(ready partitions) per quantum, correct by construction.
 
@@ -239,7 +241,7 @@ class Scheduler(Generic[K, T]):
             )
         self._policy = policy
         self._priority = policy.priority
-        self._deadline_parts: Callable[[SchedulingContext], tuple[float, float]] | None = None
+        self._deadline_parts: Callable[[SchedulingContext], tuple[float, float, float]] | None = None
         if policy.postpones_tardy:
             self._mode = _TARDY
             self._deadline_parts = policy.deadline_parts
@@ -255,8 +257,8 @@ class Scheduler(Generic[K, T]):
         self._max_seconds = max_seconds
         self._parts: dict[K, _OpPartition[K, T]] = {}
         self._heap: list[tuple[Priority, int, _OpPartition[K, T]]] = []
-        #: ``_TARDY`` mode: on-time heads as ``(d, seq, part, p)``, tardy ones as ``(p, seq, part)``.
-        self._on_time: list[tuple[float, int, _OpPartition[K, T], float]] = []
+        #: ``_TARDY`` mode: on-time heads as ``(d, seq, part, e, p)``, tardy ones as ``(p, seq, part)``.
+        self._on_time: list[tuple[float, int, _OpPartition[K, T], float, float]] = []
         self._tardy: list[tuple[float, int, _OpPartition[K, T]]] = []
         self._seq = 0
         self._size = 0
@@ -412,9 +414,9 @@ class Scheduler(Generic[K, T]):
         part.seq = seq
         mode = self._mode
         if mode == _TARDY:
-            deadline, postponement = self._deadline_parts(part.runs[0].ctx)  # type: ignore[misc]
-            if self._now() <= deadline:
-                heappush(self._on_time, (deadline, seq, part, postponement))
+            deadline, late_after, postponement = self._deadline_parts(part.runs[0].ctx)  # type: ignore[misc]
+            if self._now() <= late_after:
+                heappush(self._on_time, (deadline, seq, part, late_after, postponement))
             else:
                 heappush(self._tardy, (postponement, seq, part))
         elif mode != _SCAN:
@@ -443,10 +445,10 @@ class Scheduler(Generic[K, T]):
         heap = self._on_time
         tardy = self._tardy
         while heap:
-            deadline, seq, part, postponement = heap[0]
+            _, seq, part, late_after, postponement = heap[0]
             if seq != part.seq:
                 heappop(heap)
-            elif now > deadline:  # turned tardy while it waited: ordered by its postponement now
+            elif now > late_after:  # turned tardy while it waited: ordered by its postponement now
                 heappop(heap)
                 heappush(tardy, (postponement, seq, part))
             else:
@@ -458,7 +460,7 @@ class Scheduler(Generic[K, T]):
         if not heap:
             return heappop(tardy)[2]
         late, late_seq, _ = tardy[0]
-        on_time, on_time_seq, _, _ = heap[0]
+        on_time, on_time_seq, _, _, _ = heap[0]
         # The priority order of the two tops, ties to the head that entered contention first.
         if (now + late, late_seq) < (on_time, on_time_seq):
             return heappop(tardy)[2]

@@ -320,6 +320,21 @@ def test_cameo_postpones_a_tardy_record_to_one_target_from_now() -> None:
     assert [ctx.trace_id for ctx in ranked] == [3, 4, 1, 2]
 
 
+def test_cameo_keeps_a_record_past_its_start_deadline_first_until_its_target_has_passed() -> None:
+    # The path cost is planned at the tail (a repartition hop's p99), so a record past its start
+    # deadline may still make its target: it keeps its start deadline (in the past: before all work
+    # on time) and is postponed only once its result is late (t_F + L passed).
+    policy = CameoPolicy(CostModel(default_cost=0.0))
+    urgent = SchedulingContext("p", "ls", 10.0, 0.3, 0.0, 0.25, 0, 1)  # start deadline 10.05, due 10.3
+    bulk = SchedulingContext("p", "ba", 5.5, 5.0, 0.0, 0.0, 0, 2)  # start deadline 10.5
+    assert policy.deadline_parts(urgent) == (start_deadline(urgent), 10.3, 0.3)
+    # Past its start deadline, not late: first (postponed, it would have been due at 10.55, after bulk).
+    assert policy.priority(urgent, 10.25) == start_deadline(urgent) < policy.priority(bulk, 10.25) == 10.5
+    # Late: one target from now (10.7), behind the bulk record still due at 10.5.
+    assert policy.priority(urgent, 10.4) == pytest.approx(10.7)
+    assert policy.priority(bulk, 10.4) == 10.5
+
+
 def test_cameo_priority_only_worsens_as_time_passes() -> None:
     # The scheduler re-keys its heap lazily on this promise (monotone_priority).
     policy = CameoPolicy(CostModel(default_cost=0.0))
@@ -335,5 +350,5 @@ def test_cameo_orders_an_on_time_record_by_the_one_start_deadline(postpone_tardy
     ctx = SchedulingContext("p", "t", 100.0, 0.25, 0.0, 0.0625, 0, 1)
     assert start_deadline(ctx) == 100.1875
     assert policy.priority(ctx, 100.0) == start_deadline(ctx)
-    assert policy.deadline_parts(ctx) == (start_deadline(ctx), 0.25)
+    assert policy.deadline_parts(ctx) == (start_deadline(ctx), 100.25, 0.25)
     assert policy.priority(ctx, 101.0) == (101.25 if postpone_tardy else start_deadline(ctx))

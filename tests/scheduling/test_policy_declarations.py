@@ -81,8 +81,8 @@ class Postponing(Minimal):
     def postpones_tardy(self) -> bool:
         return True
 
-    def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float]:
-        return ctx.frontier_time, ctx.latency_target
+    def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float, float]:
+        return ctx.frontier_time, ctx.frontier_time, ctx.latency_target
 
     def priority(self, ctx: SchedulingContext, now: float) -> float:
         raise AssertionError("a policy that postpones tardy records is never asked for a priority")

@@ -422,3 +422,45 @@ def test_earliest_start_deadline_against_brute_force(
             queues.setdefault(key, []).append(frontier + target - cost)
         heads = [queue[0] for queue in queues.values() if queue]
         assert sched.earliest_start_deadline() == (min(heads) if heads else None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(
+                st.integers(0, 7),  # operator-partition
+                st.integers(0, 40),  # t_F, in quarters
+                st.integers(0, 12),  # L, in quarters
+                st.integers(0, 12),  # path cost, in quarters (at most L: d <= t_F + L)
+            ),
+            st.integers(0, 6),  # a pick, after the clock advanced this many quarters
+        ),
+        max_size=60,
+    )
+)
+def test_cameo_picks_the_best_head_when_start_deadline_and_target_far_apart(
+    steps: list[tuple[int, int, int, int] | int],
+) -> None:
+    """cameo's two heaps order by the start deadline and judge tardiness by the target: the head
+    picked must have the best priority of all heads, also when some turned tardy below the top."""
+    policy = get_policy("cameo")
+    clock = VirtualClock()
+    sched: Scheduler[int, int] = Scheduler(policy, clock=clock, max_records=1, max_seconds=None)
+    queued: dict[int, list[SchedulingContext]] = {k: [] for k in range(8)}
+    for step in steps:
+        if isinstance(step, int):
+            clock.advance(step / 4)
+            heads = {k: policy.priority(q[0], clock.now()) for k, q in queued.items() if q}
+            quantum = sched.next_batch()
+            if not heads:
+                assert quantum is None
+                continue
+            assert quantum is not None
+            assert heads[quantum.key] == min(heads.values()), "a head with a worse priority was picked"
+            assert [context for context, _ in quantum] == [queued[quantum.key].pop(0)]
+        else:
+            key, frontier, target, cost = step
+            context = SchedulingContext("p", "t", frontier / 4, target / 4, 0.0, min(cost, target) / 4, 0, 1)
+            sched.enqueue(key, context, 0)
+            queued[key].append(context)

@@ -253,7 +253,7 @@ class _CountingCameo(CameoPolicy):
 
         self.priority = counted  # type: ignore[method-assign]  # what the scheduler would call
 
-    def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float]:
+    def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float, float]:
         self.parts += 1
         return super().deadline_parts(ctx)
 
