@@ -188,7 +188,12 @@ def run_two_tenants(
     worker = Worker([tight, bulk], kafka_settings, group=group(), policy=policy)
     with reading(kafka_settings, [tight_out, bulk_out]) as reader, running(worker):
         produce(kafka_settings, bulk_in, [(None, item(i), None) for i in range(bulk_records)])
-        time.sleep(0.3)  # the burst is fetched and queued
+        # The burst must be queued before the tight input starts (a fixed sleep was not always
+        # enough for the bulk lane's fetch: fifo then met 0.8 and the comparison meant nothing).
+        queued_by = time.monotonic() + 10.0
+        while worker.buffered < bulk_records // 2 and time.monotonic() < queued_by:
+            time.sleep(0.005)
+        assert worker.buffered >= bulk_records // 2, "the bulk burst was not fetched within 10 s"
         # Not idempotent: an idempotent producer holds its first records until it has a producer id
         # (about 0.5 s on the embedded broker), which would count as the worker's latency.
         producer, _ = make_producer(kafka_settings, **{"linger.ms": 0, "enable.idempotence": False})
