@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pytest
 from hypothesis import given, settings
@@ -13,6 +14,7 @@ from cadenza.scheduling import (
     BasePolicy,
     EdfPolicy,
     Measurement,
+    Quantum,
     Scheduler,
     SchedulingContext,
     SchedulingPolicy,
@@ -21,6 +23,7 @@ from cadenza.scheduling import (
     get_policy,
 )
 
+T = TypeVar("T")
 USER_POLICY = "tests.scheduling.test_policy_loader:MyPolicy"
 ALL_POLICIES = ["fifo", "edf", "cameo", "sjf", "fair", USER_POLICY]
 
@@ -282,6 +285,24 @@ def _make(policy_name: str) -> SchedulingPolicy:
     )
 
 
+def _pick_checked(
+    sched: Scheduler[int, T],
+    policy: SchedulingPolicy,
+    queued: dict[int, list[SchedulingContext]],
+    now: float,
+) -> Quantum[int, T] | None:
+    """The next quantum, checked against a brute force over the queued heads: ``None`` exactly when
+    nothing is queued, else a quantum of a head with the best priority of all."""
+    heads = {k: policy.priority(q[0], now) for k, q in queued.items() if q}
+    quantum = sched.next_batch()
+    if not heads:
+        assert quantum is None
+        return None
+    assert quantum is not None
+    assert heads[quantum.key] == min(heads.values()), "a head with a worse priority was picked"
+    return quantum
+
+
 def _reply(
     policy: SchedulingPolicy, context: SchedulingContext, key: int, run_time: float, now: float
 ) -> None:
@@ -332,14 +353,9 @@ def test_fifo_within_a_partition_and_best_head_first_under_any_policy(
             expected_next[step.key] = enqueued[step.key]
             queued[step.key].clear()
         else:
-            now = clock.now()
-            heads = {k: policy.priority(q[0], now) for k, q in queued.items() if q}
-            quantum = sched.next_batch()
-            if not heads:
-                assert quantum is None
+            quantum = _pick_checked(sched, policy, queued, clock.now())
+            if quantum is None:
                 continue
-            assert quantum is not None
-            assert heads[quantum.key] == min(heads.values()), "a head with a worse priority was picked"
             for _ in range(step.take):
                 try:
                     context, item = next(quantum)
@@ -451,14 +467,9 @@ def test_cameo_picks_the_best_head_when_start_deadline_and_target_far_apart(
     for step in steps:
         if isinstance(step, int):
             clock.advance(step / 4)
-            heads = {k: policy.priority(q[0], clock.now()) for k, q in queued.items() if q}
-            quantum = sched.next_batch()
-            if not heads:
-                assert quantum is None
-                continue
-            assert quantum is not None
-            assert heads[quantum.key] == min(heads.values()), "a head with a worse priority was picked"
-            assert [context for context, _ in quantum] == [queued[quantum.key].pop(0)]
+            quantum = _pick_checked(sched, policy, queued, clock.now())
+            if quantum is not None:
+                assert [context for context, _ in quantum] == [queued[quantum.key].pop(0)]
         else:
             key, frontier, target, cost = step
             context = SchedulingContext("p", "t", frontier / 4, target / 4, 0.0, min(cost, target) / 4, 0, 1)
