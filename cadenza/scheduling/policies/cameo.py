@@ -35,7 +35,7 @@ class CameoPolicy(BasePolicy):
     planned at the tail (a repartition hop at its p99), so the start deadline is what the record
     needs in a bad case, not what it will surely miss. Calling it tardy there gave it away to bulk
     work due within ``L`` (S1 at 90% load, 2026-12-01: LS waited 0.6-0.8 s at p99 in the scheduler
-    under cameo and 2-5 ms under edf, where nothing is postponed).
+    under cameo, and 2 ms under edf, where nothing is postponed, in two repetitions of three).
 
     Among tardy records the tighter target goes first (``now`` is common to all of them), which
     under sustained overload of two tenants at once favours the tighter one; ``fair`` is the policy
