@@ -75,8 +75,7 @@ class CameoPolicy(BasePolicy):
         """``(d, e, p)``: the priority is the start deadline ``d`` until ``now`` passes the target
         ``e = t_F + L``, then ``now + p`` with ``p = L``."""
         target = ctx.latency_target
-        late_after = ctx.frontier_time + target
-        return late_after - ctx.path_cost, late_after, target
+        return start_deadline(ctx), ctx.frontier_time + target, target
 
     def priority(self, ctx: SchedulingContext, now: float) -> float:
         if now <= ctx.frontier_time + ctx.latency_target or not self.postpone_tardy:
