@@ -16,6 +16,7 @@ from cadenza.scheduling.context import (
     decode_or_fresh,
     encode_context,
     new_trace_id,
+    result_deadline,
     retrace,
     start_deadline,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "get_policy",
     "load_policy_class",
     "new_trace_id",
+    "result_deadline",
     "retrace",
     "start_deadline",
 ]

@@ -100,6 +100,12 @@ class SchedulingContext:
     """Unsigned 64-bit id shared by every record descending from one source record."""
 
 
+def result_deadline(ctx: SchedulingContext) -> float:
+    """The moment the result is due, ``t_F + L``: edf orders by it, and cameo calls a record tardy
+    once it has passed (its result is late whatever runs next)."""
+    return ctx.frontier_time + ctx.latency_target
+
+
 def start_deadline(ctx: SchedulingContext) -> float:
     """Cameo's start deadline ``t_F + L - C_path``: the latest moment the record can start and still
     let its result meet the target. Defined once: the cameo policy orders by it and the worker paces

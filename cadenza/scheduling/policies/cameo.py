@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from cadenza.scheduling.context import SchedulingContext, start_deadline
+from cadenza.scheduling.context import SchedulingContext, result_deadline, start_deadline
 from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policy import BasePolicy, OperatorInfo, SourceRecordInfo, frontier_with_window
 
@@ -74,11 +74,10 @@ class CameoPolicy(BasePolicy):
     def deadline_parts(self, ctx: SchedulingContext) -> tuple[float, float, float]:
         """``(d, e, p)``: the priority is the start deadline ``d`` until ``now`` passes the target
         ``e = t_F + L``, then ``now + p`` with ``p = L``."""
-        target = ctx.latency_target
-        return start_deadline(ctx), ctx.frontier_time + target, target
+        return start_deadline(ctx), result_deadline(ctx), ctx.latency_target
 
     def priority(self, ctx: SchedulingContext, now: float) -> float:
-        if now <= ctx.frontier_time + ctx.latency_target or not self.postpone_tardy:
+        if now <= result_deadline(ctx) or not self.postpone_tardy:
             return start_deadline(ctx)
         return now + ctx.latency_target
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cadenza.scheduling.context import SchedulingContext
+from cadenza.scheduling.context import SchedulingContext, result_deadline
 from cadenza.scheduling.policy import BasePolicy
 
 __all__ = ["EdfPolicy"]
@@ -19,7 +19,7 @@ class EdfPolicy(BasePolicy):
     name = "edf"
 
     def _stamp(self, ctx: SchedulingContext) -> float:
-        return ctx.frontier_time + ctx.latency_target
+        return result_deadline(ctx)
 
     def priority(self, ctx: SchedulingContext, now: float) -> float:
-        return ctx.frontier_time + ctx.latency_target
+        return result_deadline(ctx)
