@@ -92,22 +92,38 @@ def produce_input(settings: KafkaSettings, topic: str, records: int) -> None:
 def count_outputs(bootstrap: str, topic: str, expected: int, timeout: float) -> None:
     """The counting process: read ``topic`` from the start, print when ``expected`` records arrived.
 
-    Prints ``ready`` once assigned, then ``done <time.monotonic()> <count>`` (CLOCK_MONOTONIC is
-    system-wide, so the parent can subtract its own readings).
+    Prints ``ready`` once assigned, then ``done <time.monotonic()> <count> <first ms> <last ms>``
+    (CLOCK_MONOTONIC is system-wide, so the parent can subtract its own readings; the last two are
+    the earliest and latest Kafka timestamps of the outputs, which the worker's producer stamped as
+    it produced them, ``-1`` without any).
     """
     settings = KafkaSettings.load(bootstrap_servers=bootstrap)
     consumer, errors = make_consumer(settings, f"bench-count-{uuid.uuid4().hex[:8]}")
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     print("ready", flush=True)
     count = 0
+    first_ms = last_ms = -1
     deadline = time.monotonic() + timeout
     while count < expected and time.monotonic() < deadline:
         errors.raise_fatal()
         for message in consumer.consume(10_000, 0.01):
             if message.error() is None:
                 count += 1
-    print(f"done {time.monotonic()} {count}", flush=True)
+                stamp = message.timestamp()[1]
+                if stamp >= 0:
+                    first_ms = stamp if first_ms < 0 else min(first_ms, stamp)
+                    last_ms = max(last_ms, stamp)
+    print(f"done {time.monotonic()} {count} {first_ms} {last_ms}", flush=True)
     consumer.close()
+
+
+def produced_rate(outputs: int, first_ms: int, last_ms: int) -> float | None:
+    """Outputs per second over the span of their produce timestamps (the first output's excluded,
+    as the span starts at it); ``None`` when the span is under 100 ms, which millisecond stamps do
+    not resolve to a percent."""
+    if outputs < 2 or first_ms < 0 or last_ms - first_ms < 100:
+        return None
+    return (outputs - 1) / ((last_ms - first_ms) / 1000.0)
 
 
 class OutputCounter:
@@ -127,11 +143,12 @@ class OutputCounter:
         if self.stdout.readline().strip() != "ready":
             raise SystemExit("the output counter did not start")
 
-    def wait(self) -> tuple[float, int]:
-        """(monotonic time when the last expected output was read, outputs read)."""
-        _, at, count = self.stdout.readline().split()
+    def wait(self) -> tuple[float, int, int, int]:
+        """(monotonic time when the last expected output was read, outputs read, and the outputs'
+        earliest and latest produce timestamps in ms, see :func:`count_outputs`)."""
+        _, at, count, first_ms, last_ms = self.stdout.readline().split()
         self.process.wait(30)
-        return float(at), int(count)
+        return float(at), int(count), int(first_ms), int(last_ms)
 
 
 def run(
@@ -176,12 +193,13 @@ def run(
         raise SystemExit("the worker got no partitions within 60 s")
     t0 = time.monotonic()
     join_s = t0 - join_started
-    done_at, outputs = counter.wait()
+    done_at, outputs, first_ms, last_ms = counter.wait()
     elapsed = done_at - t0
     worker.stop()
     thread.join(30)
     if outputs < expected:
         raise SystemExit(f"only {outputs} of {expected} outputs within the deadline")
+    produced = produced_rate(outputs, first_ms, last_ms)
     return {
         "benchmark": "worker_throughput",
         "pipeline": "source -> sink" if noop else "parse(JSON, pydantic) -> filter -> map -> sink(JSON)",
@@ -192,6 +210,9 @@ def run(
         "policy": policy,
         "seconds": round(elapsed, 3),
         "records_per_second": round(records / elapsed),
+        # The same outputs over the time the worker took to produce them (their Kafka timestamps),
+        # without its first fetch after the assignment or the counter's last read: the rate alone.
+        "produced_per_second": None if produced is None else round(produced),
         "group_join_seconds": round(join_s, 3),
         "input_produce_seconds": round(produce_s, 3),
         "worker_counters": worker.counters.snapshot(),
