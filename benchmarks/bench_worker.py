@@ -2,7 +2,9 @@
 
 The input is produced before the worker starts and the group join is left out of the timing: the
 clock starts when the worker has its partitions and stops when a counting consumer has read every
-expected output back from the output topic. The worker runs in a thread of this process (as a test
+expected output back from the output topic (``produced_per_second`` is the same outputs over the
+span of their produce timestamps instead, which leaves out the worker's first fetch and the
+counter's last read). The worker runs in a thread of this process (as a test
 runs it); the counter runs in a child process, because reading the outputs in this process would
 take GIL time from the worker's thread. The embedded broker is used unless ``--bootstrap host:port``
 is given.

@@ -14,7 +14,8 @@ returned from ``Quantum.__next__`` makes mypyc 2.4 emit C that does not compile 
 ``tp_iternext`` slot), so the copy's ``__next__`` is annotated ``-> object``; and a compiled class
 may not declare ``__slots__`` when it derives from an interpreted class (the operators derive from
 ``worker/operators/base.Operator``), so the copy's compiled operator modules and ``base.py`` lose
-their ``__slots__``. A C compiler is needed.
+their ``__slots__`` (``worker/decode.py`` too: its classes are native and would not need it, but the
+runs recorded in RESULTS.md were made that way). A C compiler is needed.
 
     cd benchmarks && python compiled_hot_path.py --out DIR [--repeats 3] [--rounds 8] [--modules ...]
 """
