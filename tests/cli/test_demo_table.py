@@ -6,13 +6,16 @@ from __future__ import annotations
 import pytest
 
 from cadenza.cli import demo
+from cadenza.cli.console import console
 from cadenza.demo import s1
 
 
 def test_the_table_says_met_or_missed_and_warns_about_an_overloaded_run(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "220")
+    # Wide enough that no cell wraps. The shared console reads COLUMNS once, when the first test that
+    # imports it runs, so the width is set on the console itself: the test must not depend on order.
+    monkeypatch.setattr(console, "_width", 220)
 
     def run(latencies: list[float], sustained: float) -> dict[str, object]:
         ls = s1.tenant_stats(latencies, expected=100, target=0.3, records=100, seconds=10.0)
