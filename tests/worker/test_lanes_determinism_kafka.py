@@ -235,12 +235,17 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
+# One test per delivery, so that they run side by side under xdist (each draws its own input).
+@pytest.mark.slow("worker processes through two lanes, with kills, restarts and a second worker joining")
+@pytest.mark.parametrize("name", list(SCENARIOS))
 @broker_scenarios(1)
 @given(seed=st.integers(0, 2**31), per_partition=st.integers(40, 100))
 def test_results_through_two_lanes_are_the_same_whatever_the_fetch_timing(
+    *,
     kafka_settings: KafkaSettings,
     new_topic: NewTopic,
     tmp_path_factory: pytest.TempPathFactory,
+    name: str,
     seed: int,
     per_partition: int,
 ) -> None:
@@ -261,20 +266,18 @@ def test_results_through_two_lanes_are_the_same_whatever_the_fetch_timing(
         "session": expected_windows("session", on_keys, size=SIZE, gap=GAP, watermark=watermark),
         "join": join_brute_force(clicks, orders) | flushes,
     }
-    tmp = tmp_path_factory.mktemp("lanes")
-    for name, scenario in SCENARIOS.items():
-        run = LanesRun(kafka_settings, new_topic, tmp, name)
-        try:
-            scenario(run, parts, expected)
-            run.reader.settle(1.5)
-        finally:
-            run.close()
-        run.check_nothing_late_or_dead(name)
-        assert "lane1" in run.log.read_text(), f"{name}: the worker should read through two lanes"
-        found = run.found()
-        for kind, want in expected.items():
-            wrong, missing = found[kind] - want, want - found[kind]
-            assert not wrong and not missing, (
-                f"{name}, {kind} (seed {seed}): wrong {sorted(wrong, key=str)[:5]}, "
-                f"missing {sorted(missing, key=str)[:5]}"
-            )
+    run = LanesRun(kafka_settings, new_topic, tmp_path_factory.mktemp("lanes"), name)
+    try:
+        SCENARIOS[name](run, parts, expected)
+        run.reader.settle(1.5)
+    finally:
+        run.close()
+    run.check_nothing_late_or_dead(name)
+    assert "lane1" in run.log.read_text(), f"{name}: the worker should read through two lanes"
+    found = run.found()
+    for kind, want in expected.items():
+        wrong, missing = found[kind] - want, want - found[kind]
+        assert not wrong and not missing, (
+            f"{name}, {kind} (seed {seed}): wrong {sorted(wrong, key=str)[:5]}, "
+            f"missing {sorted(missing, key=str)[:5]}"
+        )
