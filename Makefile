@@ -21,8 +21,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/cadenza demo
 
+# The suite in two passes (docs/testing.md): in parallel on PYTEST_WORKERS processes, each with its
+# own embedded broker, then the `timing` tests alone, since they measure this host's latencies.
+PYTEST_WORKERS ?= 6
+
 test: lint typecheck
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) -m 'not timing' --durations=20
+	$(BIN)/pytest -m timing --durations=20
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,3 +1,60 @@
-"""The suite's broker comes from cadenza's own pytest plugin, the one users get too."""
+"""The suite's broker comes from cadenza's own pytest plugin, the one users get too.
+
+How the suite stays fast (docs/testing.md): ``make test`` runs it in two passes. The first runs in
+parallel (pytest-xdist, one embedded broker per xdist worker); the second runs the ``timing`` tests
+alone, since they assert on latencies, CPU or memory measured on this host and a busy neighbour
+would skew what they measure. The Spark tests go to one xdist worker, so a run starts one JVM, not
+one per worker. A test that takes over ``SLOW_SECONDS`` must say why with
+``@pytest.mark.slow("...")``; the summary names any that do not, and the slow tests start first.
+"""
+
+from __future__ import annotations
+
+import pytest
 
 pytest_plugins = ["cadenza.testing.pytest_plugin"]
+
+#: A test running longer than this without a ``slow`` marker is named in the summary.
+SLOW_SECONDS = 20.0
+
+#: The tests that start a JVM share one worker, and so one SparkSession (tests/infra/spark/conftest.py).
+SPARK_TESTS = "tests/infra/spark/"
+
+_unmarked_slow: list[tuple[float, str]] = []
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Every test under ``tests/infra/spark`` goes to one xdist worker, the others one by one as
+    workers free up. (Not ``--dist loadgroup``: with pytest 9.2 xdist's group marks no longer take
+    effect, pytest-dev/pytest-xdist#1386.)"""
+    from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only when xdist runs
+
+    class SparkTogether(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "spark" if nodeid.startswith(SPARK_TESTS) else nodeid
+
+    return SparkTogether(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``slow`` tests first, in collection order otherwise: started last, a 60 s test would hold
+    the run open while the other workers have finished. Every xdist worker sorts alike, as it must."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    slow = item.get_closest_marker("slow")
+    if slow is not None and not (slow.args and isinstance(slow.args[0], str) and slow.args[0]):
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.slow needs the reason as its argument")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and report.duration > SLOW_SECONDS and "slow" not in report.keywords:
+        _unmarked_slow.append((report.duration, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _unmarked_slow:
+        terminalreporter.section(f"tests over {SLOW_SECONDS:.0f} s without a slow marker", yellow=True)
+        for duration, nodeid in sorted(_unmarked_slow, reverse=True):
+            terminalreporter.line(f"{duration:6.1f} s  {nodeid}")

@@ -60,6 +60,7 @@ def longest_unbroken(trace: list[Activity], worker: str, lo: float, hi: float) -
     return best
 
 
+@pytest.mark.slow("two worker processes in one group, one slowed, long enough to rank")
 def test_a_slowed_worker_ranks_first_among_stragglers(
     kafka_settings: KafkaSettings, new_topic: NewTopic
 ) -> None:
@@ -141,6 +142,7 @@ def test_a_cpu_heavy_operator_ranks_first(kafka_settings: KafkaSettings, new_top
     assert share > 0.5
 
 
+@pytest.mark.slow("two worker processes in one group hand records over a topic")
 def test_records_handed_between_workers_become_message_edges(
     kafka_settings: KafkaSettings, new_topic: NewTopic
 ) -> None:

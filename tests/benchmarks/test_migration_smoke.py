@@ -12,6 +12,9 @@ from bench_migration import check_shape, quick_config, run_benchmark
 from cadenza.settings import KafkaSettings
 
 
+@pytest.mark.slow(
+    "worker processes scale out and back in twice (cooperative and fluid), each step a rebalance"
+)
 @pytest.mark.kafka
 @pytest.mark.timeout(420)
 def test_tiny_cooperative_and_fluid_runs_measure_both_migrations_and_check_the_results(

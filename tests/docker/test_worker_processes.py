@@ -45,7 +45,11 @@ from cadenza.loadgen import HEALTH_PAGE, LoadPlan, Planned, Stream, produce_plan
 from cadenza.settings import KafkaSettings
 from tests.worker.kafka_io import Outgoing, produce, reading
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
+pytestmark = [
+    pytest.mark.slow("two worker processes join one group, run the example under load, then take a SIGTERM"),
+    pytest.mark.kafka,
+    pytest.mark.timeout(120),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "clicks_per_user.py"

@@ -51,7 +51,11 @@ from cadenza.worker.supervisor import WorkerSupervisor
 from tests.reliability._support import LocalS3, group
 from tests.worker.kafka_io import produce, reading
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
+pytestmark = [
+    pytest.mark.slow("stops the broker for about 10 s and waits for the worker to reconnect and catch up"),
+    pytest.mark.kafka,
+    pytest.mark.timeout(180),
+]
 
 OUTAGE_S = 10.0
 FAIL_BOUND_S = 20.0

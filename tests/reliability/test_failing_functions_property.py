@@ -28,7 +28,11 @@ from cadenza.worker import Worker
 from tests.reliability._support import group, quick
 from tests.worker.kafka_io import produce, reading, running
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
+pytestmark = [
+    pytest.mark.slow("hypothesis examples, each through a worker and the broker"),
+    pytest.mark.kafka,
+    pytest.mark.timeout(300),
+]
 
 RECORDS = 40
 Fate = Literal["out", "dropped", "dead"]

@@ -78,6 +78,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.timing  # asserts on latencies measured on this host
 def test_raising_functions_dead_letter_and_the_other_tenant_keeps_its_deadline(
     kafka_settings: KafkaSettings, new_topic: NewTopic
 ) -> None:

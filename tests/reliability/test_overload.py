@@ -49,7 +49,12 @@ from tests.reliability._support import (
 )
 from tests.worker.kafka_io import Outgoing, Record, produce, reading
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(90)]
+pytestmark = [
+    pytest.mark.slow("produces 80 MiB through the broker and samples the worker's RSS while it drains"),
+    pytest.mark.kafka,
+    pytest.mark.timing,
+    pytest.mark.timeout(90),
+]
 
 MAX_BUFFERED = 500
 BURST = 10 * MAX_BUFFERED  # half on A, half on B

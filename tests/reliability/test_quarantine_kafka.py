@@ -28,7 +28,12 @@ from cadenza.worker.dead_letter import DISPOSITION_HEADER, SOURCE_OFFSET_HEADER
 from tests.reliability._support import Headed, WorkerProcess, group, produce_with_headers, quick
 from tests.worker.kafka_io import Reader, Record, reading
 
-pytestmark = [pytest.mark.kafka]
+pytestmark = [
+    pytest.mark.slow(
+        "worker processes die and restart (one hangs past the poll interval); each restart is a group join"
+    ),
+    pytest.mark.kafka,
+]
 
 RECORDS = 30
 #: Log lines unwrapped, so that the test can find them.

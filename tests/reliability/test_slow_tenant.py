@@ -25,7 +25,7 @@ from cadenza.worker import Worker
 from tests.reliability._support import group, latencies, percentile, quick
 from tests.worker.kafka_io import produce, reading, running
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.kafka, pytest.mark.timing, pytest.mark.timeout(60)]
 
 SLEEP_S = 0.05
 SLOW_RECORDS = 50  # 2.5 s of sleeping, queued at once

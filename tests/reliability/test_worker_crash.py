@@ -41,7 +41,13 @@ from cadenza.worker.dead_letter import QUARANTINED_ERROR
 from tests.reliability._support import WorkerProcess, quick, wait_reading
 from tests.worker.kafka_io import Outgoing, Reader, Record, produce
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(150)]
+pytestmark = [
+    pytest.mark.slow(
+        "SIGKILLs a loaded worker process three times; each restart rejoins the group and restores"
+    ),
+    pytest.mark.kafka,
+    pytest.mark.timeout(150),
+]
 
 PARTITIONS = 2
 KEYS = 8

@@ -20,7 +20,10 @@ from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
 from tests.worker.kafka_io import Reader, produce, reading, running
 
-pytestmark = pytest.mark.kafka
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.slow("restores a large window state from its changelog while the other partitions run"),
+]
 
 KEYS = 20_000
 COPIES = 20

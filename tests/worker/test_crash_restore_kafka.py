@@ -37,7 +37,10 @@ from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from tests.worker.kafka_io import Outgoing, Reader, Record, produce
 
-pytestmark = pytest.mark.kafka
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.slow("SIGKILLs a worker process and restarts it; the restart restores from the changelog"),
+]
 
 SENSORS = 10
 PARTITIONS = 2

@@ -51,6 +51,7 @@ def waited(fetcher: Fetcher) -> bool:
     return fetcher.waited
 
 
+@pytest.mark.slow("two consumers join one group, then one leaves: three rebalances")
 def test_the_assignment_is_asked_for_only_after_a_change_and_is_the_clients(
     kafka_settings: KafkaSettings, new_topic: NewTopic
 ) -> None:

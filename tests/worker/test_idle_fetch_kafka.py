@@ -31,6 +31,7 @@ class Event(BaseModel):
     n: int
 
 
+@pytest.mark.timing  # asserts on how long a record waited, measured on this host
 def test_an_idle_worker_does_not_sit_on_a_fetched_record_for_its_poll_timeout(
     kafka_settings: KafkaSettings, new_topic: NewTopic
 ) -> None:

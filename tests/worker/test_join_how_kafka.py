@@ -106,6 +106,9 @@ def as_ids(left: Ev | None, right: Ev | None) -> dict[str, Any]:
     return {"l": None if left is None else left.id, "r": None if right is None else right.id}
 
 
+@pytest.mark.slow(
+    "hypothesis inputs, each through two worker runs with a restore of the join state between them"
+)
 @pytest.mark.parametrize("how", ["inner", "left", "outer"])
 @settings(
     max_examples=2,

@@ -53,6 +53,10 @@ def slow(x: Item) -> int:
     return x.id
 
 
+@pytest.mark.slow(
+    "drains a 3,000-record flood through paused and resumed partitions of the embedded broker, "
+    "whose fetch cost grows with what a partition holds"
+)
 def test_two_lanes_lose_nothing_keep_the_bound_and_commit_through_their_own_consumer(
     kafka_settings: KafkaSettings, new_topic: NewTopic
 ) -> None:
@@ -160,6 +164,7 @@ class Keyed(BaseModel):
     ts: float
 
 
+@pytest.mark.slow("two workers with two lanes each join one group and rebalance")
 def test_two_workers_hold_both_sides_of_a_join_partition_when_one_side_is_also_read_urgently(
     kafka_settings: KafkaSettings, new_topic: NewTopic, caplog: pytest.LogCaptureFixture
 ) -> None:

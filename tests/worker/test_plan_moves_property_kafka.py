@@ -29,7 +29,12 @@ from cadenza.worker import Worker
 from tests.worker.kafka_io import Reader, produce, reading, running
 from tests.worker.test_plan_ownership_kafka import PARTITIONS, Reading, encoded, feed_during, wait
 
-pytestmark = pytest.mark.kafka
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.slow(
+        "hypothesis moves partitions between two running workers; each move waits for a warm copy"
+    ),
+]
 
 WORKERS = ("w1", "w2", "w3")
 #: Event-time spacing of the examples' windows: each example's window closes (at its flush record,

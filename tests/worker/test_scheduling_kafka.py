@@ -221,6 +221,7 @@ def run_two_tenants(
     return met, bulk_records, len({r.value for r in reader.records[bulk_out]})
 
 
+@pytest.mark.timing  # compares deadline-met ratios measured on this host
 def test_cameo_keeps_the_tight_tenant_within_target_under_a_bulk_burst_and_fifo_does_not(
     kafka_settings: KafkaSettings, new_topic: NewTopic
 ) -> None:

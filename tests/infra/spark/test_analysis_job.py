@@ -58,6 +58,7 @@ def assert_same(spark_side: list[WindowSummary], local: list[WindowSummary]) -> 
                 assert a[key] == pytest.approx(b[key], abs=1e-9), (field, key)
 
 
+@pytest.mark.slow("a Spark job over a trace recorded from real workers")
 @pytest.mark.kafka
 def test_spark_and_in_process_analysis_give_the_same_summaries(
     spark: SparkSession, kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
@@ -105,6 +106,7 @@ def test_windows_touched_matches_a_scan_of_every_window() -> None:
         assert windows_touched(a, begin, width, end) == brute
 
 
+@pytest.mark.slow("runs `cadenza analyze --spark` in a subprocess, which starts a JVM of its own")
 @pytest.mark.kafka
 def test_cadenza_analyze_spark_reports_what_the_in_process_command_reports(
     kafka_settings: KafkaSettings, new_topic: NewTopic, tmp_path: Path
