@@ -267,12 +267,7 @@ def test_results_through_two_lanes_are_the_same_whatever_the_fetch_timing(
         "join": join_brute_force(clicks, orders) | flushes,
     }
     run = LanesRun(kafka_settings, new_topic, tmp_path_factory.mktemp("lanes"), name)
-    try:
-        SCENARIOS[name](run, parts, expected)
-        run.reader.settle(1.5)
-    finally:
-        run.close()
-    run.check_nothing_late_or_dead(name)
+    run.deliver(name, lambda: SCENARIOS[name](run, parts, expected))
     assert "lane1" in run.log.read_text(), f"{name}: the worker should read through two lanes"
     found = run.found()
     for kind, want in expected.items():

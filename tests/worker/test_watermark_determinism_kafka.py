@@ -183,6 +183,16 @@ class WorkerRun:
     def tail(self, size: int = 4000) -> str:
         return self.log.read_text()[-size:] if self.log.exists() else ""
 
+    def deliver(self, name: str, play: Callable[[], None]) -> None:
+        """Run delivery ``name`` (``play``), let the last results arrive, stop every worker; then no
+        record may have gone late or dead."""
+        try:
+            play()
+            self.reader.settle(1.5)
+        finally:
+            self.close()
+        self.check_nothing_late_or_dead(name)
+
     def check_nothing_late_or_dead(self, name: str) -> None:
         late = self.reader.records[self.late]
         assert not late, f"{name}: {len(late)} on-time records went late, e.g. {late[0]}\n{self.tail()}"
@@ -335,12 +345,7 @@ def test_window_results_are_the_same_whatever_the_fetch_timing(
         for kind in KINDS
     }
     run = Run(kafka_settings, new_topic, tmp_path_factory.mktemp("wm"), name)
-    try:
-        SCENARIOS[name](run, parts, expected)
-        run.reader.settle(1.5)
-    finally:
-        run.close()
-    run.check_nothing_late_or_dead(name)
+    run.deliver(name, lambda: SCENARIOS[name](run, parts, expected))
     found = run.found()
     for kind in KINDS:
         wrong = found[kind] - expected[kind]
