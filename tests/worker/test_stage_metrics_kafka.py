@@ -59,8 +59,12 @@ def test_each_stage_is_observed_once_per_record_with_a_plausible_duration(
     worker = Worker([p], kafka_settings, group=f"g-{name}", exporter=exporter, watermark_idle_timeout=None)
     started = time.time()
     with running(worker), reading(kafka_settings, [out]) as reader:
+        # Six records per source partition inside one window of wall-clock time: their 50 ms must not
+        # straddle a second, or the first window holds two users' counts, not three (a start in the
+        # last 20 ms of a second did that: about one run in 50, by the arithmetic).
+        if time.time() % 1.0 > 0.9:
+            time.sleep(1.0 - time.time() % 1.0 + 0.01)
         first = time.time()
-        # Six records per source partition inside one second of wall-clock time...
         produce(kafka_settings, source, clicks([first + i * 0.01 for i in range(6)], 0))
         produce(kafka_settings, source, clicks([first + i * 0.01 for i in range(6)], 1))
         # ... then, once those windows have ended, one record per partition that closes them.
