@@ -39,13 +39,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The ``slow`` tests first, in collection order otherwise: started last, a 60 s test would hold
     the run open while the other workers have finished. Every xdist worker sorts alike, as it must."""
+    for item in items:
+        slow = item.get_closest_marker("slow")
+        if slow is not None and not (slow.args and isinstance(slow.args[0], str) and slow.args[0]):
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.slow needs the reason as its argument")
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
-def pytest_itemcollected(item: pytest.Item) -> None:
-    slow = item.get_closest_marker("slow")
-    if slow is not None and not (slow.args and isinstance(slow.args[0], str) and slow.args[0]):
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.slow needs the reason as its argument")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -191,9 +191,6 @@ class WorkerRun:
             self.reader.settle(1.5)
         finally:
             self.close()
-        self.check_nothing_late_or_dead(name)
-
-    def check_nothing_late_or_dead(self, name: str) -> None:
         late = self.reader.records[self.late]
         assert not late, f"{name}: {len(late)} on-time records went late, e.g. {late[0]}\n{self.tail()}"
         assert not self.reader.records[self.dlq], f"{name}: dead letters {self.reader.records[self.dlq][:3]}"
