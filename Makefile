@@ -24,16 +24,18 @@ demo: $(STAMP)
 # The suite in two passes (docs/testing.md): in parallel on PYTEST_WORKERS processes, each with its
 # own embedded broker, then the `timing` tests alone, since they measure this host's latencies.
 PYTEST_WORKERS ?= 6
+PARALLEL_PASS := -n $(PYTEST_WORKERS) -m 'not timing'
+TIMING_PASS   := -m timing
 
 test: lint typecheck
-	$(BIN)/pytest -n $(PYTEST_WORKERS) -m 'not timing' --durations=20
-	$(BIN)/pytest -m timing --durations=20
+	$(BIN)/pytest $(PARALLEL_PASS) --durations=20
+	$(BIN)/pytest $(TIMING_PASS) --durations=20
 
 # Line and branch coverage of cadenza over the same two passes (in-process code only: the worker
 # subprocesses that some tests start are not traced). Writes coverage.json beside the report.
 coverage: $(STAMP)
-	$(BIN)/pytest -n $(PYTEST_WORKERS) -m 'not timing' --cov=cadenza --cov-branch --cov-report=
-	$(BIN)/pytest -m timing --cov=cadenza --cov-branch --cov-append --cov-report=term --cov-report=json:coverage.json
+	$(BIN)/pytest $(PARALLEL_PASS) --cov=cadenza --cov-branch --cov-report=
+	$(BIN)/pytest $(TIMING_PASS) --cov=cadenza --cov-branch --cov-append --cov-report=term --cov-report=json:coverage.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
