@@ -1,9 +1,10 @@
 """``cadenza bench``: the benchmarks of the design, run from a source checkout.
 
-The benchmark code lives in the repository's ``benchmarks/`` directory, next to the peer apps it runs
-in their own venvs, not in the installed package (it would drag matplotlib and the peers' apps into
-every install). Each command here therefore finds that directory, puts it on ``sys.path`` and calls
-the benchmark module's ``run_benchmark``; a wheel install without the checkout gets a clear error.
+The benchmark code lives in the repository's ``benchmarks/scenarios/`` directory, next to the peer
+apps it runs in their own venvs, not in the installed package (it would drag matplotlib and the peers'
+apps into every install). Each command here therefore finds that directory, puts it on ``sys.path``
+and calls the benchmark module's ``run_benchmark``; a wheel install without the checkout gets a clear
+error.
 New benchmarks (``s1``, ``overhead``, ``migration``) follow the same pattern: load the module with
 :func:`load_benchmark`, call it, print its table.
 """
@@ -31,11 +32,16 @@ bench_app = typer.Typer(
 BENCHMARKS_DIR_ENV = "CADENZA_BENCHMARKS_DIR"
 
 
+#: The folder of ``benchmarks/`` that holds the scenarios ``cadenza bench`` runs (the one-off
+#: investigations are in ``benchmarks/probes/``).
+SCENARIOS = "scenarios"
+
+
 def benchmarks_dir() -> Path:
     """The repository's ``benchmarks/`` directory, or a clear error if this is not a source checkout."""
     explicit = os.environ.get(BENCHMARKS_DIR_ENV)
     candidate = Path(explicit) if explicit else Path(__file__).resolve().parents[2] / "benchmarks"
-    if not (candidate / "_common.py").is_file():
+    if not (candidate / SCENARIOS / "_common.py").is_file():
         raise CadenzaError(
             f"no benchmarks found at {candidate}: `cadenza bench` runs from a source checkout of cadenza "
             f"(git clone, then `pip install -e '.[dev]'`), or set {BENCHMARKS_DIR_ENV} to its benchmarks/"
@@ -44,8 +50,9 @@ def benchmarks_dir() -> Path:
 
 
 def load_benchmark(module: str) -> ModuleType:
-    """Import ``benchmarks/<module>.py`` (and make its siblings, ``_common`` and ``peers``, importable)."""
-    directory = str(benchmarks_dir())
+    """Import ``benchmarks/scenarios/<module>.py`` (and make its siblings, ``_common`` and ``peers``,
+    importable)."""
+    directory = str(benchmarks_dir() / SCENARIOS)
     if directory not in sys.path:
         sys.path.insert(0, directory)
     return importlib.import_module(module)

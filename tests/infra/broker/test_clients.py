@@ -5,7 +5,7 @@ commits, and cadenza's own reader (confluent-kafka) sees the same keys, values a
 records are right on the wire and not just within one client. A client library that is not
 installed is skipped with the reason. faust-streaming pins versions that clash with cadenza's, so it
 is not in the ``dev`` extra: its test uses the benchmarks' faust venv when one was built
-(``python benchmarks/peers/venvs.py faust``) and skips otherwise. Debian 12's ``kcat`` (librdkafka
+(``python benchmarks/scenarios/peers/venvs.py faust``) and skips otherwise. Debian 12's ``kcat`` (librdkafka
 2.0.2) is not here: it fails its first request against the embedded broker (see the README).
 """
 
@@ -213,7 +213,7 @@ app.main()
 
 
 def _faust_python() -> Path:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks" / "scenarios"))
     try:
         from peers.venvs import FAUST, default_cache_dir, is_current, venv_python  # noqa: PLC0415
     finally:
@@ -222,7 +222,7 @@ def _faust_python() -> Path:
     if not is_current(venv, FAUST):
         pytest.skip(
             f"no faust-streaming venv at {venv} (faust's pins clash with cadenza's, so it is not in the "
-            "dev extra); build it with: python benchmarks/peers/venvs.py faust"
+            "dev extra); build it with: python benchmarks/scenarios/peers/venvs.py faust"
         )
     return Path(venv_python(venv))
 
