@@ -1,15 +1,16 @@
 """Does the order in which a producer is handed records change how many produce requests carry them?
 
 S1 measured a ``cameo`` worker sending 23-69% more produce requests than a ``fifo`` one for the same
-records (``benchmarks/RESULTS.md``, "What the worker asks of the broker per policy"). The suspected
-mechanism is librdkafka's linger, which runs per partition: a partition's batch is sent
-``linger.ms`` after its first record, so records that reach many partitions spread over time (short
-quanta of several tenants, interleaved) fall due one batch after another, where long runs of one
-partition's records fill its batch at once. This isolates that: one producer with cadenza's settings
-(idempotent, ``acks=all``, the linger asked for) is handed the same records at the same paced rate
-over ``--partitions`` partitions of a fresh embedded broker, in runs of ``--run`` consecutive records
-per partition or round-robin, and the ``Produce`` requests it sent (librdkafka's statistics) and
-the broker's CPU are counted. Writes ``produce-order.json`` and ``produce-order.png`` under ``--out``.
+records (``benchmarks/results/2026-11-29/NOTES.md``, "What the worker asks of the broker per
+policy"). The suspected mechanism is librdkafka's linger, which runs per partition: a partition's
+batch is sent ``linger.ms`` after its first record, so records that reach many partitions spread
+over time (short quanta of several tenants, interleaved) fall due one batch after another, where
+long runs of one partition's records fill its batch at once. This isolates that: one producer with
+cadenza's settings (idempotent, ``acks=all``, the linger asked for) is handed the same records at
+the same paced rate over ``--partitions`` partitions of a fresh embedded broker, in runs of
+``--run`` consecutive records per partition or round-robin, and the ``Produce`` requests it sent
+(librdkafka's statistics) and the broker's CPU are counted. Writes ``produce-order.json`` and
+``produce-order.png`` under ``--out``.
 
     python benchmarks/probes/bench_produce_order.py --out DIR [--rate 1000] [--seconds 10] [--linger 5,20]
 """

@@ -15,7 +15,7 @@ returned from ``Quantum.__next__`` makes mypyc 2.4 emit C that does not compile 
 may not declare ``__slots__`` when it derives from an interpreted class (the operators derive from
 ``worker/operators/base.Operator``), so the copy's compiled operator modules and ``base.py`` lose
 their ``__slots__`` (``worker/decode.py`` too: its classes are native and would not need it, but the
-runs recorded in RESULTS.md were made that way). A C compiler is needed.
+runs recorded in results/2026-12-01/NOTES.md were made that way). A C compiler is needed.
 
     cd benchmarks/probes && python compiled_hot_path.py --out DIR [--repeats 3] [--rounds 8] [--modules ...]
 """

@@ -1,7 +1,7 @@
 """Instructions per record on the worker's hot path, with and without the scheduler: a count, not a time.
 
 ``bench_hot_path.py`` times the same work in thread CPU seconds, and on a shared 2-vCPU host its
-batches of one mode spread by up to 2x (``RESULTS.md``, 2026-11-30), so a change of a few percent
+batches of one mode spread by up to 2x (``results/2026-11-30/NOTES.md``), so a change of a few percent
 cannot be seen there. This script counts instead: each mode runs in a child process under valgrind's
 callgrind (instructions executed, deterministic up to the collector's and the allocator's state),
 once with ``--low`` and once with ``--high`` records, and the difference of the main thread's counts

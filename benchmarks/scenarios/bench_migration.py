@@ -124,9 +124,10 @@ class MigrationConfig:
     settle_timeout_s: float = 300.0
     seed: int = 5
     strategies: tuple[str, ...] = DEFAULT_STRATEGIES
-    #: ``linger.ms`` of the generator's producers. The broker pays per record batch (RESULTS.md, "The
-    #: embedded broker pays per record batch"), so BIG's bulk input is batched; LS's records wait at
-    #: most ``ls_linger_ms`` in the producer, which counts in their latency (sent-at to result).
+    #: ``linger.ms`` of the generator's producers. The broker pays per record batch
+    #: (results/2026-11-28/NOTES.md, "The embedded broker pays per record batch"), so BIG's bulk input
+    #: is batched; LS's records wait at most ``ls_linger_ms`` in the producer, which counts in their
+    #: latency (sent-at to result).
     ls_linger_ms: int = 5
     big_linger_ms: int = 100
     #: ``CADENZA_LINGER_MS`` of the workers (their outputs, repartition topics and changelogs).

@@ -90,7 +90,7 @@ class ScalingConfig:
     sleep_ms: float = 10.0
     """The enrichment call's sleep: a worker's true rate is about ``1000 / sleep_ms`` records per busy
     second. With ``rates`` it sets the load on the broker, which the embedded one cannot sustain for
-    the ten-minute runs at 5 ms and 250 -> 420/s (see benchmarks/RESULTS.md, S4)."""
+    the ten-minute runs at 5 ms and 250 -> 420/s (see benchmarks/results/2026-11-26/NOTES.md, S4)."""
     rates: tuple[float, float] = (125.0, 210.0)
     """Records per second of the bulk input: the steady phase, then the step (minimum pools 2 and 3)."""
     steady_s: float = 390.0
@@ -116,9 +116,10 @@ class ScalingConfig:
     (20 ms); the LS tenant pays for it in latency (its p99 about 250 ms instead of 130 ms)."""
     bulk_linger_ms: int = 500
     """``linger.ms`` of the bulk input's producer. The embedded broker pays per record batch
-    (RESULTS.md, "The embedded broker pays per record batch") and batches are per partition: at 5 ms
-    the bulk input (17.5 records/s per partition at 210/s) arrived one record to a batch, and the
-    batches the broker held made every fetch slower as a run went on. The bulk tenant's target is 5 s."""
+    (results/2026-11-28/NOTES.md, "The embedded broker pays per record batch") and batches are per
+    partition: at 5 ms the bulk input (17.5 records/s per partition at 210/s) arrived one record to a
+    batch, and the batches the broker held made every fetch slower as a run went on. The bulk tenant's
+    target is 5 s."""
     worker_linger_ms: int = 5
     """The workers' ``CADENZA_LINGER_MS`` (their outputs: the bulk sink and LS's)."""
 
