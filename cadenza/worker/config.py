@@ -3,10 +3,10 @@
 :class:`WorkerConfig` is a pydantic-settings model read from ``CADENZA_*`` variables. Three things are
 built from it rather than written beside it: the options of ``cadenza worker`` (name, environment
 variable, default, bounds and help all come from the field), the keyword arguments a
-:class:`~cadenza.worker.Worker` gets from ``Worker(..., config=...)``, and the README's settings
-table (a test compares it with :func:`settings_table`). Settings in milliseconds keep the ``_ms``
-suffix their options and variables have always had; :meth:`WorkerConfig.worker_arguments` converts
-them to the seconds the runtime works in.
+:class:`~cadenza.worker.Worker` gets from ``Worker(..., config=...)``, and the settings table of the
+docs site (``docs/reference/settings.md``, rendered by :func:`settings_table` at build time).
+Settings in milliseconds keep the ``_ms`` suffix their options and variables have always had;
+:meth:`WorkerConfig.worker_arguments` converts them to the seconds the runtime works in.
 """
 
 from __future__ import annotations
@@ -369,7 +369,7 @@ def _default_text(field: FieldInfo) -> str:
 
 
 def settings_table() -> str:
-    """The README's table of worker settings, one row per :class:`WorkerConfig` field."""
+    """The docs' table of worker settings, one row per :class:`WorkerConfig` field."""
     rows = [
         "| variable | option | default | unit | range | meaning |",
         "|---|---|---|---|---|---|",
