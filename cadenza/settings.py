@@ -98,7 +98,8 @@ class KafkaSettings(BaseSettings):
         description=(
             "How long cadenza's producers (outputs, repartition topics, changelogs) wait to fill a "
             "record batch. A longer wait adds that much latency to every output but sends fewer, "
-            "larger batches: brokers pay per batch (the embedded one especially, see the README)."
+            "larger batches: brokers pay per batch (the embedded one especially, see "
+            "docs/how-to/embedded-broker.md)."
         ),
     )
 

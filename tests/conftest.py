@@ -1,6 +1,6 @@
 """The suite's broker comes from cadenza's own pytest plugin, the one users get too.
 
-How the suite stays fast (docs/testing.md): ``make test`` runs it in two passes. The first runs in
+How the suite stays fast (docs/development/testing.md): ``make test`` runs it in two passes. The first runs in
 parallel (pytest-xdist, one embedded broker per xdist worker); the second runs the ``timing`` tests
 alone, since they assert on latencies, CPU or memory measured on this host and a busy neighbour
 would skew what they measure. The Spark tests go to one xdist worker, so a run starts one JVM, not

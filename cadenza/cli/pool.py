@@ -87,9 +87,10 @@ def pool_command(
         typer.Option(
             envvar="CADENZA_POOL_MIGRATION",
             help="How partitions move when the pool changes: fluid, matching or all (the workers run in "
-            "plan ownership and the pool moves partitions warm, in those steps; see docs/scaling.md), "
-            "group (the consumer group's rebalances), or auto: fluid, unless a pipeline has a join "
-            "(not run under plan ownership yet) or the workers run elsewhere (--worker-service): group.",
+            "plan ownership and the pool moves partitions warm, in those steps; see "
+            "docs/concepts/scaling.md), group (the consumer group's rebalances), or auto: fluid, unless a "
+            "pipeline has a join (not run under plan ownership yet) or the workers run elsewhere "
+            "(--worker-service): group.",
         ),
     ] = "auto",
     worker_option: Annotated[
@@ -103,7 +104,7 @@ def pool_command(
     """Run MODULES' pipelines in a pool of worker processes that DS2 sizes between --min and --max.
 
     Other controller settings come from CADENZA_POOL_* (warm-up, activation and scale-down windows,
-    utilisation target, over-provisioning); see docs/scaling.md.
+    utilisation target, over-provisioning); see docs/concepts/scaling.md.
     """
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

@@ -2,8 +2,8 @@
 
 The options are built from :class:`~cadenza.worker.config.WorkerConfig` (name, ``CADENZA_*`` variable,
 default, bounds, unit and help), so a setting is declared once for the CLI, ``Worker(config=...)`` and
-the README; a container is configured entirely from its environment. Connection settings are
-:class:`~cadenza.settings.KafkaSettings`.
+the docs' settings reference; a container is configured entirely from its environment. Connection
+settings are :class:`~cadenza.settings.KafkaSettings`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the two timer callbacks, and :meth:`Processor.close`. Everything else (state, ti
 through the :class:`ProcessorContext` the worker hands to ``init``.
 
 This module is pure declaration: it loads nothing of the worker, so ``import cadenza`` stays light.
-``docs/processor.md`` says what is guaranteed (state, timers, scheduling contexts, errors, restarts).
+``docs/how-to/processor.md`` says what is guaranteed (state, timers, scheduling contexts, errors, restarts).
 """
 
 from __future__ import annotations

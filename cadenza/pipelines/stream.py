@@ -222,7 +222,7 @@ class Stream(Generic[T]):
         ``how``: ``"inner"`` emits matches only; ``"left"`` also emits ``joiner(left, None)`` for a
         left record that never matched, and ``"outer"`` that and ``joiner(None, right)``. Such a
         result comes once the watermark rules out a match (``t + 2 * within + allowed_lateness``), so
-        a record that matches is never also emitted unmatched (see ``docs/joins.md``).
+        a record that matches is never also emitted unmatched (see ``docs/concepts/joins.md``).
 
         Both sides must be keyed (the key is the join condition) and belong to this pipeline: a
         join keeps both sides in one state store, which a single pipeline owns. Read another topic
@@ -275,7 +275,7 @@ class Stream(Generic[T]):
 
     def process(self, factory: ProcessorFactory, *, name: str | None = None) -> Stream[Any]:
         """Run a user :class:`~cadenza.pipelines.Processor`: keyed state, event-time and wall-clock
-        timers, and any number of records forwarded per input (see ``docs/processor.md``).
+        timers, and any number of records forwarded per input (see ``docs/how-to/processor.md``).
 
         ``factory`` is a ``Processor`` subclass or any callable returning a *fresh* processor: the
         worker makes one per input partition, so instances never share attributes across partitions.

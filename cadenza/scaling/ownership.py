@@ -16,7 +16,7 @@ is four records, each written by the party whose turn it is:
    partition at the committed offset.
 
 The partition stops only between 3 and 4, not for a restore. :func:`duty` is what a worker does
-about one claim; :class:`OwnershipLog` reads and writes the topic. ``docs/scaling.md`` has the
+about one claim; :class:`OwnershipLog` reads and writes the topic. ``docs/concepts/scaling.md`` has the
 design, including what happens when a worker dies mid-move.
 """
 

@@ -3,10 +3,10 @@
 :class:`WorkerConfig` is a pydantic-settings model read from ``CADENZA_*`` variables. Three things are
 built from it rather than written beside it: the options of ``cadenza worker`` (name, environment
 variable, default, bounds and help all come from the field), the keyword arguments a
-:class:`~cadenza.worker.Worker` gets from ``Worker(..., config=...)``, and the README's settings
-table (a test compares it with :func:`settings_table`). Settings in milliseconds keep the ``_ms``
-suffix their options and variables have always had; :meth:`WorkerConfig.worker_arguments` converts
-them to the seconds the runtime works in.
+:class:`~cadenza.worker.Worker` gets from ``Worker(..., config=...)``, and the settings table of the
+docs site (``docs/reference/settings.md``, rendered by :func:`settings_table` at build time).
+Settings in milliseconds keep the ``_ms`` suffix their options and variables have always had;
+:meth:`WorkerConfig.worker_arguments` converts them to the seconds the runtime works in.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class WorkerConfig(BaseSettings):
         30.0,
         "Time an input partition of a window or join may deliver nothing before it stops holding the "
         "watermark back (counted in cadenza_watermark_idle_timeouts_total); 0: it holds it back for "
-        "ever. See docs/watermarks.md.",
+        "ever. See docs/concepts/watermarks.md.",
         "s",
         ge=0.0,
     )
@@ -195,7 +195,7 @@ class WorkerConfig(BaseSettings):
         "that its successor on the host pins that record at once and a poison pill is quarantined at "
         "its second death (default: <state-dir>/crash, else cadenza/crash under the temp directory). "
         "Put it on a volume that survives the worker's restarts (an emptyDir in Kubernetes); see "
-        "docs/reliability.md.",
+        "docs/operations/reliability.md.",
     )
     lanes: str = _field(
         "auto",
@@ -237,7 +237,7 @@ class WorkerConfig(BaseSettings):
         "group",
         "Where the worker's input partitions come from: group (the consumer group's rebalances) or "
         "plan (the ownership plan in the cadenza-ownership topic, written by a pool controller: "
-        "partitions move warm and one at a time, see docs/scaling.md; no joins yet).",
+        "partitions move warm and one at a time, see docs/concepts/scaling.md; no joins yet).",
     )
 
     @field_validator("ownership")
@@ -369,7 +369,7 @@ def _default_text(field: FieldInfo) -> str:
 
 
 def settings_table() -> str:
-    """The README's table of worker settings, one row per :class:`WorkerConfig` field."""
+    """The docs' table of worker settings, one row per :class:`WorkerConfig` field."""
     rows = [
         "| variable | option | default | unit | range | meaning |",
         "|---|---|---|---|---|---|",

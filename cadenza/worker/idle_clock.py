@@ -1,9 +1,9 @@
 """The clock a window step's idle timeout runs on: physical time minus the time the worker stopped reading.
 
 An input that delivers nothing for ``watermark_idle_timeout`` seconds stops holding its step's
-watermark back (``docs/watermarks.md``). Silence the worker caused itself says nothing about the
+watermark back (``docs/concepts/watermarks.md``). Silence the worker caused itself says nothing about the
 input: while it runs a dead predecessor's records alone behind durable markers (the quarantine's
-serial replay, ``docs/reliability.md``) it reads no other partition, and at high rates that lasted
+serial replay, ``docs/operations/reliability.md``) it reads no other partition, and at high rates that lasted
 tens of seconds (less since long ranges are replayed in chunks). Counted as silence, it timed out
 inputs whose records were waiting in Kafka and made those records late (a full CI run saw four
 re-keyed windows come out short after a SIGKILL). The same holds while newly assigned partitions

@@ -188,7 +188,7 @@ class Worker:
     ``watermark_idle_timeout``: seconds after which an input that delivers nothing stops holding a
     window's watermark back (``None``: never; windows then wait for every input); each firing is
     counted in ``cadenza_watermark_idle_timeouts_total`` and logged once per input (see
-    ``docs/watermarks.md``). ``progress_interval``: the most seconds between progress records a
+    ``docs/concepts/watermarks.md``). ``progress_interval``: the most seconds between progress records a
     key_by sends to every partition of its repartition topic, for the watermarks downstream.
     ``hop_quantile``: the quantile of each repartition hop's recent latency that the path costs of
     the operators upstream of it count (:mod:`cadenza.worker.hop_estimates`); 0 leaves hops out.
@@ -1169,7 +1169,7 @@ class Worker:
             self._broadcast_progress(now)
 
     def _broadcast_progress(self, now: float, *, everything: bool = False) -> None:
-        """Progress records for the repartition topics (see ``docs/watermarks.md``), at most once per
+        """Progress records for the repartition topics (see ``docs/concepts/watermarks.md``), at most once per
         ``progress_interval``: after the records they cover, and not waited for (the next commit's
         flush acknowledges them), so that the loop never waits on a broker round trip for them alone.
 
@@ -1188,7 +1188,7 @@ class Worker:
     def _send_heartbeats(self) -> None:
         """Heartbeats (:meth:`KeyByOp.heartbeat`) for the assigned input partitions of key_by steps
         whose records wait in this worker: queued, paused or waiting for their state. Their silence
-        downstream would be this worker's doing, not their input's (see ``docs/watermarks.md``)."""
+        downstream would be this worker's doing, not their input's (see ``docs/concepts/watermarks.md``)."""
         fetcher = self._fetcher
         paused = fetcher.flow.paused if fetcher is not None else {}
         holding = self._restorer.holding

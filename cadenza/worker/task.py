@@ -9,7 +9,7 @@ side.
 Watermark inputs come from the plan (``partitions``: topic -> partition count): a window or join
 reading a source topic has one input, its partition; one reading a repartition topic has every
 partition of the topic feeding that repartition topic, each of which holds the watermark back until
-it delivers (see ``docs/watermarks.md``). Such a task enters through a
+it delivers (see ``docs/concepts/watermarks.md``). Such a task enters through a
 :class:`~cadenza.worker.operators.progress.ProgressGate`, and the key_by writing its topic sends it
 progress records (:meth:`~cadenza.worker.operators.routing.KeyByOp.broadcast_progress`). A key_by
 that only stateless steps separate from its task's entry learns its progress there, from every

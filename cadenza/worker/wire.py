@@ -31,7 +31,7 @@ no key, no value, and one header, ``cadenza-progress``, packing the upstream inp
 and the largest event time (double) among the records that partition has had written to the topic
 so far. They are written after those records, by the same producer, so a reader that gets one has
 already got every record it covers; they let a downstream watermark move for an upstream partition
-that sends this partition nothing (see ``docs/watermarks.md``). The decoder turns one into a unit
+that sends this partition nothing (see ``docs/concepts/watermarks.md``). The decoder turns one into a unit
 whose origin has offset and sequence ``-1`` (:func:`is_progress`); it skips the steps before the
 stateful ones and is never decoded, dead-lettered or counted as a record.
 """

@@ -3,7 +3,7 @@
 Each finding stopped every pipeline of a worker before the fix (and, on restart, again: a crash loop):
 
 1. a filter (and a branch predicate) returning an object that cannot be truth-tested, as a numpy array;
-2. an event time in milliseconds on the first record of a partition, in the README's shape
+2. an event time in milliseconds on the first record of a partition, in the tutorial's shape
    (``key_by`` -> tumbling window), which failed the ``key_by``'s context stamp;
 3. user code calling ``sys.exit(3)`` or raising a ``BaseException`` subclass.
 

@@ -14,7 +14,7 @@ while LS keeps sending. Checked, per policy:
   120-576 ms, p99 196-677 ms (under ``fair`` p95 103-164 ms). The tail is not made in the scheduler
   (LS's queue wait there stays <= 25-50 ms, checked below) but before it: fetching, with the test
   process producing 80 MiB and reading the results on the same 2 cores. That ``cameo`` shows a longer
-  tail here than ``fair`` is an open finding (see docs/reliability.md). The bound catches what this
+  tail here than ``fair`` is an open finding (see docs/operations/reliability.md). The bound catches what this
   used to be, 1 to 5 s for most LS records:
   a poll could take a whole batch of one bursting partition, fill the buffer and trip the
   pause-everything brake, which paused LS's partitions too; the fetcher now takes at most one

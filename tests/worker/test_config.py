@@ -1,10 +1,9 @@
 """One registry of worker settings: WorkerConfig drives the CLI options, Worker(config=...) and the
-README table, so the three cannot disagree (no broker: nothing here connects)."""
+docs' settings table, so the three cannot disagree (no broker: nothing here connects)."""
 
 from __future__ import annotations
 
 import inspect
-import re
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
 from cadenza.worker.config import ENV_PREFIX, WorkerConfig, bounds, settings_table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SETTINGS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "settings.md"
 
 
 def _pipeline() -> Pipeline:
@@ -36,11 +35,13 @@ def _worker_options() -> dict[str, TyperOption]:
     return {p.name: p for p in worker.params if isinstance(p, TyperOption) and p.name is not None}
 
 
-def test_the_readme_table_is_the_one_the_model_renders() -> None:
-    text = README.read_text(encoding="utf-8")
-    found = re.search(r"<!-- worker-settings:start -->\n(.*?)\n<!-- worker-settings:end -->", text, re.S)
-    assert found is not None, "README.md has no worker-settings table between its markers"
-    assert found.group(1) == settings_table(), "README's worker settings are stale: paste settings_table()"
+def test_the_docs_table_is_the_one_the_model_renders() -> None:
+    """The settings page holds no table of its own: the docs build renders settings_table() in place
+    of its marker (docs/hooks/reference.py; tests/docs/test_reference.py checks the built page)."""
+    text = SETTINGS_PAGE.read_text(encoding="utf-8")
+    assert "<!-- cadenza:settings cadenza.worker.config:WorkerConfig -->" in text
+    assert "| `CADENZA_POLICY` |" not in text, "docs/reference/settings.md has a copied table: remove it"
+    assert settings_table().count("\n") == len(WorkerConfig.model_fields) + 1
 
 
 def test_every_setting_is_a_cli_option_with_its_variable_default_and_bounds() -> None:

@@ -1,7 +1,7 @@
 """When a key_by sends its progress records: on the interval, and early when an input partition has
 just moved past the next window close downstream; and heartbeats, progress said again for input
 partitions whose records wait in the worker, so that a window downstream does not time them out
-while they are only late in reaching the key_by (``docs/watermarks.md``). What the records say
+while they are only late in reaching the key_by (``docs/concepts/watermarks.md``). What the records say
 does not change. No broker: the operators with a recording output (and a virtual clock)."""
 
 from __future__ import annotations

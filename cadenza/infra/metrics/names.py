@@ -194,7 +194,8 @@ CONTEXT_HEADERS_REJECTED = MetricDef(
 )
 """A context claiming this pipeline on a source not declared ``trusted_context=True``, or claiming
 another pipeline or tenant than the one reading it: a producer choosing its own priority (see
-``docs/reliability.md``, trust model). The record runs with a fresh context and keeps its trace id."""
+``docs/operations/reliability.md``, trust model). The record runs with a fresh context and keeps its
+trace id."""
 
 # -- deadlines and latency -------------------------------------------------------------------------
 
@@ -397,7 +398,7 @@ WATERMARK_IDLE_TIMEOUTS = MetricDef(
     "and stopped holding the watermark back (its later records may then be late).",
     OPERATOR_LABELS,
 )
-"""Each firing is also logged, once per (step, partition, input); see docs/watermarks.md."""
+"""Each firing is also logged, once per (step, partition, input); see docs/concepts/watermarks.md."""
 
 WORKER_STALLS = MetricDef(
     "cadenza_worker_stalls",

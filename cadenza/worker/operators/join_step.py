@@ -12,13 +12,13 @@ of the step's store, and a :class:`~cadenza.operators.WatermarkTracker` whose in
 partitions of each side (named by the records' origin header), all of them known from the plan when
 the partition is opened (``sources``), so a side or an upstream partition that the consumer happens to
 fetch first cannot push the watermark past the others' records and make them late (the tracker's idle
-timeout releases an input that stays silent; see ``docs/watermarks.md``). Where the plan does not
+timeout releases an input that stays silent; see ``docs/concepts/watermarks.md``). Where the plan does not
 know a side's inputs, a placeholder input holds the watermark back until that side delivers. Progress
 records from upstream (:meth:`JoinOp.progress_side`) move an input's event time without a value.
 Late records go to the late topic; matches go downstream as ``joiner(left, right)`` (default: the
 tuple ``(left, right)``) with the key and the later event time. A left or outer join also sends an
 unmatched record on, as ``joiner(left, None)`` or ``joiner(None, right)`` with its own event time,
-once the watermark rules out a match (see :mod:`cadenza.operators.join` and ``docs/joins.md``); a
+once the watermark rules out a match (see :mod:`cadenza.operators.join` and ``docs/concepts/joins.md``); a
 watermark raised by a restore keeps such results pending until the partition's next record or
 progress record, which carries them. A joiner that raises dead-letters the record that brought the
 result out (the second record of a pair; for an unmatched record, the one that moved the watermark).

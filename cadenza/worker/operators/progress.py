@@ -13,7 +13,7 @@ branch drops, or a user function dead-letters, before the key_by. Without this, 
 whose records a filter drops for a while would send no progress, and every window downstream would
 wait for it until the idle timeout, after which its next record passing the filter could be late.
 A record only claims how far its own input partition got, which the watermark rule allows (see
-``docs/watermarks.md``: the bound on disorder is per source partition, filtered records included).
+``docs/concepts/watermarks.md``: the bound on disorder is per source partition, filtered records included).
 
 :class:`FrontierTap`: the same for a sub-topology that reads a repartition topic (a ``key_by``
 after a ``key_by``). There a record does *not* say how far its input partition got: a repartition
@@ -88,7 +88,7 @@ class FrontierTap(Operator):
 
     ``sources``: the upstream partitions of the topic read, from the plan (``None``: not known, and
     the frontier is the minimum over those heard from so far). The idle timeout runs on ``clock``,
-    the worker's idle clock, like the windows' (``docs/watermarks.md``, rule 5); each firing is
+    the worker's idle clock, like the windows' (``docs/concepts/watermarks.md``, rule 5); each firing is
     counted in :attr:`idle_timeouts` and logged once per partition and upstream partition.
     """
 

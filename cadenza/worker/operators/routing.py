@@ -104,7 +104,7 @@ class KeyByOp(_Writer):
     only stateless steps lead here, that any record of the partition has had at the entry);
     :meth:`broadcast_progress` (called by the worker every ``progress_interval``) writes what grew to every
     partition of the topic as a progress record, so each downstream partition learns how far every
-    upstream partition got, including those that sent it nothing (see ``docs/watermarks.md``).
+    upstream partition got, including those that sent it nothing (see ``docs/concepts/watermarks.md``).
     """
 
     __slots__ = (

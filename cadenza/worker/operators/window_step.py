@@ -16,7 +16,7 @@ the watermark is the minimum over all of them; one that stays silent for ``idle_
 stops holding it back (counted in :attr:`WindowOp.idle_timeouts`, logged once per input). Upstream
 partitions that send this partition no records still tell it how far they got, by progress records
 (see :mod:`cadenza.worker.wire`), which reach :meth:`WindowOp.progress` in offset order with the data.
-The rule is written down in ``docs/watermarks.md``.
+The rule is written down in ``docs/concepts/watermarks.md``.
 
 At the end of each batch the worker calls :meth:`WindowOp.changelog_writes`: the changed keys of each
 partition touched, then its position (next input offset, largest event time). On assignment

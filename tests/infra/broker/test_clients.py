@@ -5,8 +5,9 @@ commits, and cadenza's own reader (confluent-kafka) sees the same keys, values a
 records are right on the wire and not just within one client. A client library that is not
 installed is skipped with the reason. faust-streaming pins versions that clash with cadenza's, so it
 is not in the ``dev`` extra: its test uses the benchmarks' faust venv when one was built
-(``python benchmarks/scenarios/peers/venvs.py faust``) and skips otherwise. Debian 12's ``kcat`` (librdkafka
-2.0.2) is not here: it fails its first request against the embedded broker (see the README).
+(``python benchmarks/scenarios/peers/venvs.py faust``) and skips otherwise. Debian 12's ``kcat``
+(librdkafka 2.0.2) is not here: it fails its first request against the embedded broker (see
+docs/how-to/embedded-broker.md).
 """
 
 from __future__ import annotations

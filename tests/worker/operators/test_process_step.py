@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import runpy
 from pathlib import Path
 from typing import Any
 
@@ -302,18 +302,13 @@ def test_a_wall_clock_timers_output_through_a_key_by_is_not_taken_for_a_copy() -
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _example(document: str, heading: str) -> dict[str, Any]:
-    """Run the one Python block of ``document``'s section ``heading`` (its first block for a whole doc)."""
-    text = (ROOT / document).read_text()
-    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
-    block = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)[0]
-    namespace: dict[str, Any] = {}
-    exec(compile(block, document, "exec"), namespace)
-    return namespace
+def _example(name: str) -> dict[str, Any]:
+    """Run one of the docs' example files (``docs/tutorial/<name>.py``, shown on the site as it is)."""
+    return runpy.run_path(str(ROOT / "docs" / "tutorial" / f"{name}.py"))
 
 
-def test_the_readme_processor_example_runs_as_described() -> None:
-    pipeline = _example("README.md", "## Processors")["first_clicks"]
+def test_the_docs_first_of_the_minute_example_runs_as_described() -> None:
+    pipeline = _example("first_of_the_minute")["first_clicks"]
     with PipelineDriver([pipeline], clock=VirtualClock(START)) as driver:
         for offset in (0, 30, 61, 62):
             driver.pipe("clicks", {"user": "ann", "ts": START + offset}, key="ann")
@@ -325,7 +320,7 @@ def test_the_readme_processor_example_runs_as_described() -> None:
 
 
 def test_the_docs_processor_example_runs_as_described() -> None:
-    pipeline = _example("docs/processor.md", "# The Processor API")["devices"]
+    pipeline = _example("quiet_devices")["devices"]
     with PipelineDriver([pipeline], clock=VirtualClock(START)) as driver:
         driver.pipe("readings", {"ts": START}, key="d")
         driver.pipe("readings", {"ts": START + 10}, key="d")
