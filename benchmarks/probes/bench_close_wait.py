@@ -3,9 +3,9 @@
 S1's LS pipeline (clicks keyed by user -> key_by(user) -> 1 s tumbling count, 50 ms
 out-of-orderness) at 300 clicks/s for ``--seconds``, under cameo, on the embedded broker. Each
 repartition partition gets data from one upstream partition only (the source is keyed by the same
-user), so it hears of the others through progress records (see ``docs/watermarks.md``). Reports the
-worker's ``cadenza_window_close_wait_seconds`` p50/p99 (interpolated in the buckets) with progress
-sent early when an input passes a window close (the worker's rule) and, for comparison, on the
+user), so it hears of the others through progress records (see ``docs/concepts/watermarks.md``).
+Reports the worker's ``cadenza_window_close_wait_seconds`` p50/p99 (interpolated in the buckets) with
+progress sent early when an input passes a window close (the worker's rule) and, for comparison, on the
 ``progress_interval`` timer only; rounds alternate the two.
 
     python benchmarks/probes/bench_close_wait.py [--seconds 20] [--rounds 2]

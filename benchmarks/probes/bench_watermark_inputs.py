@@ -1,9 +1,9 @@
 """CPU per record of the steps that keep a watermark over many inputs, by the number of inputs.
 
 A window after a ``key_by`` has one watermark input per upstream partition, and so does the entry of
-a ``key_by`` after a ``key_by`` (its input partition's frontier, see ``docs/watermarks.md``). Both ask
-for their watermark at every record. This builds the pipeline's tasks as the worker does (its idle
-clock, a 30 s idle timeout; what the steps produce is dropped) and runs records through one task,
+a ``key_by`` after a ``key_by`` (its input partition's frontier, see ``docs/concepts/watermarks.md``).
+Both ask for their watermark at every record. This builds the pipeline's tasks as the worker does (its
+idle clock, a 30 s idle timeout; what the steps produce is dropped) and runs records through one task,
 their upstream partitions taking turns with rising event times (each record raises the watermark
 input that holds the watermark back: the case a full pass over the inputs pays most for):
 

@@ -2,8 +2,8 @@
 
 - :mod:`cadenza.demo.smoke`: the worker-less broker round trip of ``cadenza demo --smoke``;
 - :mod:`cadenza.demo.s1`: scenario S1 (two tenants on one worker under Pareto bursts), which
-  ``cadenza demo`` runs under ``fifo`` and ``cameo`` and the checkout's ``benchmarks/bench_s1.py``
-  runs under every policy and against faust;
+  ``cadenza demo`` runs under ``fifo`` and ``cameo`` and the checkout's
+  ``benchmarks/scenarios/bench_s1.py`` runs under every policy and against faust;
 - :mod:`cadenza.demo.s1_pipelines`: S1's pipelines, run by ``cadenza worker cadenza.demo.s1_pipelines``;
 - :mod:`cadenza.demo.feedback`: the stats job over the workers' spans and what a worker learns from it.
 

@@ -206,7 +206,7 @@ class WorkerConfig(BaseSettings):
         "rest). Lanes behind the most urgent one wait at the broker for 5% of their target (at "
         "least the fetch wait, at most 500 ms) or 256 KB, and write through a producer of their own "
         "that lingers 2% of their target (at least the linger, at most 100 ms); see "
-        "benchmarks/RESULTS.md.",
+        "benchmarks/results/2026-11-29/NOTES.md (Fetch lanes on S1 again; Produce lanes).",
     )
 
     fetch_wait_ms: int = _field(
@@ -215,7 +215,7 @@ class WorkerConfig(BaseSettings):
         "most urgent lane's, and the least any lane waits): short sees a quiet partition's next "
         "record sooner on brokers that hold a fetch for the whole wait (the embedded one); long "
         "sends fewer empty fetches, which the embedded broker pays for more the more records it "
-        "holds (see benchmarks/RESULTS.md).",
+        "holds (see benchmarks/results/2026-11-26/NOTES.md, S4).",
         "ms",
         ge=1,
         le=10_000,

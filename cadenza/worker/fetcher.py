@@ -12,8 +12,8 @@ different latency targets (:attr:`FlowControl.shares`, set by the worker). When 
 the same target there is no more urgent partition to keep room for, and a pause only costs:
 librdkafka drops what it had prefetched for a paused partition and fetches it again after the
 resume (librdkafka issue 5343). In S3 one pipeline on a backlog ran at 63,000-99,000 records/s with
-pauses at its share, 82,000-96,000 without (``benchmarks/RESULTS.md``). Then only the
-pause-everything brake (and producer backpressure, below) pauses.
+pauses at its share, 82,000-96,000 without (``benchmarks/results/2026-11-26/NOTES.md``, "The slow
+S3 repetitions"). Then only the pause-everything brake (and producer backpressure, below) pauses.
 
 Backpressure from the producer is a signal the fetcher obeys, in the manner of a stream step that
 rejects a message until it has room: while the producer's local queue is above its high mark

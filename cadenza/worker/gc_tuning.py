@@ -4,9 +4,10 @@ A queued record is about four objects the collector tracks (its unit, its pendin
 decoded model and its fields) that live until the record has run, so with thousands buffered every
 young-generation pass at CPython's default threshold (700 allocations) walks thousands of live records
 and finds nothing, and each middle- and old-generation pass walks the whole heap: the worker's plan,
-its clients, the imported modules. ``benchmarks/bench_hot_path.py`` measured about 5 us per record
-of collector time under ``cameo`` with 20,000 records buffered (RESULTS.md, "Hot path"), against
-none when each record runs at once.
+its clients, the imported modules. ``benchmarks/scenarios/bench_hot_path.py`` measured about 5 us
+per record of collector time under ``cameo`` with 20,000 records buffered
+(``benchmarks/results/2026-11-26/NOTES.md``, "The hot path after the collector settings and pending
+runs"), against none when each record runs at once.
 
 So while a worker runs: what is alive once its plan is built is frozen (``gc.freeze``: moved out of
 the generations the collector walks; it stays alive anyway), and the young generation's threshold is
@@ -19,8 +20,9 @@ close puts them back; a worker in between keeps the highest threshold asked for.
 **State is frozen as it settles.** A worker's keyed state is long-lived and can be millions of
 objects, and every old-generation pass walks all of them to find nothing: with a million keys of
 window state such a pass took 0.3-0.9 s while the state was built and 1.7-1.9 s after a migration
-installed half a million restored keys (``benchmarks/bench_migration.py``, RESULTS.md, S5), a stall
-of every tenant's records. So while held, what survives a full collection, and what is alive after a
+installed half a million restored keys (``benchmarks/scenarios/bench_migration.py``;
+``benchmarks/results/2026-11-27/NOTES.md``, "The garbage collector over a million keys"), a stall of
+every tenant's records. So while held, what survives a full collection, and what is alive after a
 block of state was restored or copied, is frozen too (:meth:`GcTuning.settle`, called by the worker
 between fetch rounds, never inside the collector's own callback): an old-generation pass then walks
 only what became long-lived since the last freeze. The price is the same as above, larger: a

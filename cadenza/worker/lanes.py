@@ -38,7 +38,8 @@ hands the bulk partitions their records spread over time, so with one producer l
 milliseconds for the urgent records, the bulk records leave in many small requests, and the broker
 pays per request (a cameo worker in S1 sent 23-69% more produce requests than fifo for the same
 records; the same records handed to one producer round-robin over 20 partitions cost 5.5-8 times
-the requests and 3-4 times the broker CPU of runs per partition: ``benchmarks/RESULTS.md``). A lane
+the requests and 3-4 times the broker CPU of runs per partition:
+``benchmarks/results/2026-11-29/NOTES.md``, "What the worker asks of the broker per policy"). A lane
 behind the most urgent one therefore has a producer of its own, lingering
 :data:`PRODUCE_LINGER_SHARE` of its tightest writer's target (at most :data:`PRODUCE_LINGER_CAP`,
 never less than the worker's ``linger``); the most urgent lane keeps the worker's ``linger``.
@@ -51,9 +52,10 @@ than ``fetch_wait``) and asks for :data:`BULK_MIN_BYTES` before the broker answe
 ends empty is not free: the embedded broker's cost per fetch request grows with the record batches
 the fetched partitions hold (a consumer following a trickle into four partitions of 5,000 batches
 each kept it at about one core with a 20 ms wait, 0.3 with 250 ms), and that CPU is taken from the
-urgent lane's fetches and produces (``benchmarks/RESULTS.md``, "Fetch lanes on S1 again"). A lane whose
-target is seconds loses little by waiting a few hundred ms, and during a burst the minimum is met
-at once (in S1 BA's capacity with patient lanes was 2% below one consumer's, at 20 ms lanes 16%).
+urgent lane's fetches and produces (``benchmarks/results/2026-11-29/NOTES.md``, "Fetch lanes on S1
+again"). A lane whose target is seconds loses little by waiting a few hundred ms, and during a burst
+the minimum is met at once (in S1 BA's capacity with patient lanes was 2% below one consumer's, at
+20 ms lanes 16%).
 """
 
 from __future__ import annotations

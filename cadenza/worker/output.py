@@ -10,9 +10,9 @@ acknowledged or reported failed. A successful delivery of a record to a topic in
 (sink and repartition topics) is also timed there: librdkafka's own latency of the record, produce
 call to acknowledgement (``cadenza_produce_ack_seconds``). That costs one Python call per record on
 the thread that serves the producer (about a microsecond against the record's 15 or so, see
-``benchmarks/RESULTS.md``, hot path); with failures reported only (``delivery.report.only.error``,
-an earlier version) a success cost nothing, and nothing was known of the produce stage's share of
-a result's latency.
+``benchmarks/results/2026-11-28/NOTES.md``, "Delivery reports"); with failures reported only
+(``delivery.report.only.error``, an earlier version) a success cost nothing, and nothing was known of
+the produce stage's share of a result's latency.
 
 A record larger than the producer's ``message.max.bytes`` is refused by ``produce()`` itself, before it
 is queued. :meth:`Output.produce` turns that refusal into :class:`RecordTooLargeError`, so the step that

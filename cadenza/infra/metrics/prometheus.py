@@ -3,7 +3,7 @@
 Recording happens for every record on the executor thread, so it must cost next to nothing. With
 prometheus_client's own ``Counter``/``Histogram`` children a record's counters and two histograms
 take a lock per update, about 4 us per record on the development machine (measured by
-``benchmarks/bench_spans.py``), a large share of a Python worker's per-record budget. So:
+``benchmarks/probes/bench_spans.py``), a large share of a Python worker's per-record budget. So:
 
 - the series of one (tenant, pipeline, operator) are pre-bound once into an :class:`OperatorMetrics`
   (cached by :meth:`PrometheusExporter.operator`), whose counters are plain ints and whose histograms

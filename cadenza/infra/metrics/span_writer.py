@@ -1,7 +1,8 @@
 """A hand-written Avro encoder for ``spans.avsc``: the span emitter's sender encodes every sampled span.
 
 fastavro's ``schemaless_writer`` re-parses the schema on every call, and its unions and logical types
-cost more; on the development machine it takes about 13 us per span (``benchmarks/bench_spans.py``).
+cost more; on the development machine it takes about 13 us per span
+(``benchmarks/probes/bench_spans.py``).
 The sender shares the GIL with the executor, so at sampling 1.0 that alone would be more than the
 executor's own work per record. This writer produces the same bytes in a few microseconds: the four
 strings (pipeline, tenant, operator, worker) are encoded once per operator and cached, the sample
