@@ -70,7 +70,7 @@ def one_run(tree: Path, ba_rate: float, seconds: float) -> dict[str, Any]:
         settings = KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers)
         run = f"lowcpu{uuid.uuid4().hex[:6]}"
         topics = Topics.fresh(run)
-        ensure_topics(make_admin(settings), topics.specs())
+        ensure_topics(make_admin(settings), topics.specs(PARTITIONS))
         env = {
             **os.environ,
             "PYTHONPATH": str(tree),
@@ -87,7 +87,7 @@ def one_run(tree: Path, ba_rate: float, seconds: float) -> dict[str, Any]:
         command = [sys.executable, "-m", "cadenza", "worker", str(pipelines_of(tree)), "--policy", "cameo"]
         command += ["--group", f"s1-{run}", "--partitions", str(PARTITIONS)]
         worker = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        reader = OutputReader(settings, topics)
+        reader = OutputReader(settings, topics, PARTITIONS)
         stop = threading.Event()
         feed = (settings, topics, config, ba_rate, stop)
         sender = threading.Thread(target=live_input, args=feed, daemon=True)

@@ -2,8 +2,12 @@
 
 - **LS** (latency-sensitive): clicks at a steady rate -> filter -> key_by -> 1 s tumbling count, with
   a tight target after the window closes (``ls_target``).
-- **BA** (bulk): jobs with a calibrated CPU cost each (``peers.cpu_work.burn``), arriving in bursts of
-  Pareto-distributed size (seeded), with a loose target (``ba_target``).
+- **BA** (bulk): jobs with a CPU cost each (:mod:`cadenza.demo.cpu_work`: a calibrated count of rounds,
+  or a fixed CPU time), arriving in bursts of Pareto-distributed size (seeded), with a loose target
+  (``ba_target``).
+
+Two sizings give the same load (``SIZINGS``): ``light``, many 1 ms jobs, and ``heavy``, a fifth as
+many 5 ms jobs, so the embedded broker takes a small share of the machine.
 
 BA's mean rate is ``load`` (about 0.75) of the BA capacity the worker has beside LS's live traffic,
 measured first on this machine with this process sending and reading as in the runs (``calibrate``);
@@ -11,8 +15,8 @@ inside a burst the input rate is ``burst_peak`` times the mean, so bursts exceed
 capacity for seconds. Every system gets the same records (same seed, same send times; each record's
 ``ts`` is its actual send time) on fresh topics of the same broker, one system at a time:
 cadenza's ``cadenza worker`` under each policy, and any peer system whose command a caller passes
-in ``peers`` (the checkout's ``benchmarks/bench_s1.py`` adds a faust-streaming app doing the same two
-pipelines in its own venv). The harness ships in the package because ``cadenza demo`` runs it.
+in ``peers`` (the checkout's ``benchmarks/scenarios/bench_s1.py`` adds a faust-streaming app doing
+the same two pipelines in its own venv). The harness ships in the package because ``cadenza demo`` runs it.
 
 What is measured, from the outputs alone (so every system is judged the same way):
 
@@ -22,13 +26,16 @@ What is measured, from the outputs alone (so every system is judged the same way
   where LS expects one result per (user, window) that the measured input fills (windows that close
   after the input ends are not expected: nothing would close them);
 - ``throughput_rps`` = input records of the tenant whose results arrived, per second of the run;
+- ``load``: the BA load each phase actually ran at, and whether it was more than 10% off the load
+  asked for (``actual_load``);
 - latency percentiles over the results that arrived. Records sent during the warm-up (which also
   covers group joins) are not counted. Completion is judged by counting outputs; a system that has
   not delivered everything within ``drain`` seconds after the input ends is stopped and its missing
   results count as misses.
 
-``cadenza demo`` runs a quick S1 under ``fifo`` and ``cameo``; ``cadenza bench s1`` (from a checkout)
-runs every policy and faust.
+``cadenza demo`` runs four short phases of the heavy sizing, fifo, cameo, cameo, fifo
+(``demo_config``), and judges each policy over its phases at the load asked for
+(:mod:`cadenza.demo.phases`); ``cadenza bench s1`` (from a checkout) runs every policy and faust.
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ from cadenza.settings import KafkaSettings
 
 POLICIES = ("fifo", "edf", "sjf", "cameo", "fair")
 TENANTS = ("LS", "BA")
+#: Partitions of every S1 topic unless a sizing says otherwise.
 PARTITIONS = 4
 #: BA ids of warm-up jobs start here, far above any measured phase's (which start at 0).
 WARMUP_FIRST_ID = 1_000_000_000
@@ -85,6 +93,21 @@ class S1Config:
     users: int = 40
     health_share: float = 0.05
     ba_cost_ms: float = 1.0
+    #: What a BA job's cost is counted in: ``iterations`` of ``burn``, calibrated once to ``ba_cost_ms``
+    #: (the cost then moves with the host's speed, as any real code's does), or ``cpu``: ``burn_cpu``
+    #: for ``ba_cost_ms`` of the worker thread's CPU time, the same cost whatever the host's speed.
+    ba_cost_kind: str = "iterations"
+    #: Partitions of each topic (inputs, outputs, the worker's repartition topic).
+    partitions: int = PARTITIONS
+    #: How long the LS tenant's producer lingers: a few ms batch the clicks of a moment into one
+    #: request, which the embedded broker pays for more than for records.
+    ls_linger_ms: float = 2.0
+    #: How long the BA tenant's producer lingers to batch its jobs (its target is seconds): fewer
+    #: produce requests and record batches for the broker to hold and serve.
+    ba_linger_ms: float = 2.0
+    #: Measure LS alone on a backlog first: only a check that LS leaves room for BA, skipped where
+    #: LS is plainly a small share (the demo's 100 clicks/s against about 17,000/s).
+    calibrate_ls: bool = True
     burst_alpha: float = 1.5
     burst_mean_s: float = 2.0
     burst_max_s: float = 6.0
@@ -104,6 +127,67 @@ class S1Config:
     #: so on one broker for all runs the later runs (and not the calibration) share the cores with a
     #: busier broker.
     broker_per_run: bool = True
+    #: The name of the preset (``SIZINGS``) the record sizes came from, kept in the JSON so that a
+    #: table can say which sizing it used.
+    sizing: str = "light"
+    #: ``rotate``: repetition r starts at the r-th system (S1's order); ``mirrored``: odd repetitions
+    #: run the systems in reverse (fifo, cameo, cameo, fifo), so no policy always meets the machine
+    #: and the broker later than the other.
+    order: str = "rotate"
+    #: Seconds of the BA calibration's output skipped (its first batches come out faster than it then
+    #: keeps up), then measured.
+    calibration_skip: float = 8.0
+    calibration_measure: float = 12.0
+
+    def __post_init__(self) -> None:
+        if self.order not in ORDERS:
+            raise ValueError(f"unknown S1 order {self.order!r}; choose from {', '.join(ORDERS)}")
+        if self.ba_cost_kind not in COST_KINDS:
+            kinds = ", ".join(COST_KINDS)
+            raise ValueError(f"unknown BA cost kind {self.ba_cost_kind!r}; choose from {kinds}")
+
+
+#: The same CPU load on the worker from records of two sizes. ``light``: BA jobs of 1 ms at about
+#: 650/s beside 300 LS clicks/s (S1 as measured until 2026-12-05); the embedded broker then takes
+#: 0.4-0.55 of a core of the two, and its cost moves the capacity left for the worker. ``heavy``: BA
+#: jobs of 5 ms of CPU time (``ba_cost_kind="cpu"``) at a fifth of that rate, LS at 100/s over 20
+#: users (still about 5 clicks per user and window), BA's producer lingering 20 ms: a quarter of the
+#: records, so the broker is a small share of the machine.
+SIZINGS: dict[str, dict[str, Any]] = {
+    "light": {},
+    "heavy": {
+        "ba_cost_ms": 5.0,
+        "ba_cost_kind": "cpu",
+        "ls_rate": 100.0,
+        "users": 20,
+        "partitions": 2,
+        "ls_linger_ms": 10.0,
+        "ba_linger_ms": 20.0,
+    },
+}
+ORDERS = ("rotate", "mirrored")
+COST_KINDS = ("iterations", "cpu")
+
+
+def sized(sizing: str, **overrides: Any) -> S1Config:
+    """An ``S1Config`` of the preset ``sizing`` (``SIZINGS``), with ``overrides`` on top."""
+    if sizing not in SIZINGS:
+        raise ValueError(f"unknown S1 sizing {sizing!r}; choose from {', '.join(SIZINGS)}")
+    return S1Config(**{**SIZINGS[sizing], **overrides, "sizing": sizing})
+
+
+def phase_order(config: S1Config) -> list[tuple[str, int]]:
+    """The (system, repetition) of every phase, in the order they run (see ``S1Config.order``)."""
+    systems = list(config.systems)
+    phases: list[tuple[str, int]] = []
+    for repetition in range(config.repetitions):
+        if config.order == "mirrored":
+            order = systems if repetition % 2 == 0 else systems[::-1]
+        else:
+            shift = repetition % len(systems)
+            order = systems[shift:] + systems[:shift]
+        phases.extend((system, repetition) for system in order)
+    return phases
 
 
 #: The ``--load`` range: below it the bursts hardly queue; above it BA's backlog outgrows the drain.
@@ -120,19 +204,41 @@ def check_load(load: float) -> float:
     return load
 
 
-def quick_config(**overrides: Any) -> S1Config:
+def quick_config(sizing: str = "light", **overrides: Any) -> S1Config:
     """One repetition of 20 s: a few minutes for all six systems on 2 cores."""
-    return S1Config(**{"duration": 20.0, "warmup": 6.0, "drain": 15.0, "repetitions": 1, **overrides})
+    return sized(sizing, **{"duration": 20.0, "warmup": 6.0, "drain": 15.0, "repetitions": 1, **overrides})
+
+
+def demo_config(**overrides: Any) -> S1Config:
+    """``cadenza demo``: heavy records, fifo and cameo in mirrored order (fifo, cameo, cameo, fifo),
+    each phase 12 s of bursts: about two minutes with the calibration on 2 cores."""
+    return sized(
+        "heavy",
+        **{
+            "systems": ("fifo", "cameo"),
+            "order": "mirrored",
+            "repetitions": 2,
+            "duration": 12.0,
+            "warmup": 4.0,
+            "drain": 10.0,
+            "calibration_skip": 4.0,
+            "calibration_measure": 8.0,
+            "calibrate_ls": False,
+            "broker_per_run": False,
+            **overrides,
+        },
+    )
 
 
 # -- calibration ---------------------------------------------------------------------------------------
 
 
-def burn_iterations(cost_ms: float) -> int:
-    """Iterations of ``burn`` that take about ``cost_ms`` here (median of a few timings)."""
+def burn_iterations(cost_ms: float, *, probes: int = 5) -> int:
+    """Iterations of ``burn`` that take about ``cost_ms`` here (median of a few timings): the speed
+    check before every phase, a few milliseconds."""
     probe = 2000
     timings = []
-    for _ in range(5):
+    for _ in range(probes):
         started = time.perf_counter()
         burn("calibration", probe)
         timings.append(time.perf_counter() - started)
@@ -142,8 +248,8 @@ def burn_iterations(cost_ms: float) -> int:
 
 @dataclass
 class Capacity:
-    #: LS alone, on a backlog.
-    ls_rps: float
+    #: LS alone, on a backlog (None: not measured, ``S1Config.calibrate_ls``).
+    ls_rps: float | None
     #: BA fed live beyond what it can run, while LS arrives live at ``ls_rate`` (this process sends and
     #: reads, as in the measured runs): what the worker has left for BA in the benchmark's conditions.
     ba_rps: float
@@ -151,6 +257,11 @@ class Capacity:
     #: LS records/s the calibration's worker ran while BA's capacity was measured: about ``ls_rate``
     #: when LS was served in full, as it must be for ``ba_rps`` to mean what is left beside it.
     ls_beside_ba_rps: float = 0.0
+    #: BA's mean seconds per job while ``ba_rps`` was measured (``mean_run_seconds``): a phase whose
+    #: jobs took longer had less capacity, in that proportion.
+    ba_run_s: float | None = None
+    #: The host's speed at calibration (``machine_speed``), the reference of each phase's speed check.
+    speed_iterations: int = 1
 
     def ba_rate(self, config: S1Config) -> float:
         """The BA mean rate at ``config.load`` of the BA capacity left beside live LS traffic.
@@ -159,7 +270,7 @@ class Capacity:
         load generator and reader on the same 2 cores the worker then sustained less than planned, and
         a full run came out overloaded under every policy.
         """
-        if config.ls_rate / self.ls_rps > 0.5:
+        if self.ls_rps is not None and config.ls_rate / self.ls_rps > 0.5:
             raise SystemExit(
                 f"LS alone at {config.ls_rate:g}/s uses {config.ls_rate / self.ls_rps:.0%} of the worker; "
                 "lower --ls-rate"
@@ -232,8 +343,8 @@ class Topics:
     def fresh(cls, run: str) -> Topics:
         return cls(f"s1-{run}-ls-in", f"s1-{run}-ls-out", f"s1-{run}-ba-in", f"s1-{run}-ba-out")
 
-    def specs(self) -> list[TopicSpec]:
-        return [TopicSpec(name, PARTITIONS) for name in asdict(self).values()]
+    def specs(self, partitions: int) -> list[TopicSpec]:
+        return [TopicSpec(name, partitions) for name in asdict(self).values()]
 
 
 @dataclass
@@ -252,7 +363,7 @@ class Outputs(Protocol):
 class OutputReader:
     """Reads both output topics from the beginning in a thread, as the system writes them."""
 
-    def __init__(self, settings: KafkaSettings, topics: Topics) -> None:
+    def __init__(self, settings: KafkaSettings, topics: Topics, partitions: int) -> None:
         self.topics = topics
         self.ls: list[Output] = []
         self.ba: list[Output] = []
@@ -262,7 +373,7 @@ class OutputReader:
             [
                 TopicPartition(topic, partition, OFFSET_BEGINNING)
                 for topic in (topics.ls_out, topics.ba_out)
-                for partition in range(PARTITIONS)
+                for partition in range(partitions)
             ]
         )
         self._thread = threading.Thread(target=self._run, name="s1-reader", daemon=True)
@@ -295,6 +406,8 @@ class PeerRun:
     run: str
     iterations: int
     workdir: Path
+    #: Seconds of CPU per BA job (``burn_cpu``) where the config counts cost in CPU time, else None.
+    cpu_seconds: float | None = None
 
 
 #: Builds the command line of a peer system (e.g. faust) for one run; it must read ``topics``' inputs
@@ -319,7 +432,8 @@ def system_process(  # noqa: PLR0917 - one call site, names in the signature
     log = (logs / f"{run}.log").open("wb")
     env = {**os.environ, "CADENZA_BOOTSTRAP_SERVERS": settings.bootstrap_servers}
     if peer is not None:
-        command = peer(PeerRun(settings, topics, run, iterations, logs / f"{run}-{system}"))
+        cpu_seconds = config.ba_cost_ms / 1000.0 if config.ba_cost_kind == "cpu" else None
+        command = peer(PeerRun(settings, topics, run, iterations, logs / f"{run}-{system}", cpu_seconds))
     else:
         env.update(
             S1_RUN=run,
@@ -331,6 +445,8 @@ def system_process(  # noqa: PLR0917 - one call site, names in the signature
             S1_BA_TARGET=str(config.ba_target),
             S1_CPU_ITERATIONS=str(iterations),
         )
+        if config.ba_cost_kind == "cpu":
+            env["S1_CPU_SECONDS"] = str(config.ba_cost_ms / 1000.0)
         command = [
             sys.executable,
             "-m",
@@ -342,7 +458,7 @@ def system_process(  # noqa: PLR0917 - one call site, names in the signature
             "--group",
             f"s1-{run}",
             "--partitions",
-            str(PARTITIONS),
+            str(config.partitions),
         ]
         if metrics_port is not None:
             command += ["--metrics-port", str(metrics_port)]
@@ -407,12 +523,17 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[index]
 
 
-#: A repetition in which BA sustained less than the calibrated capacity divided by this is marked
-#: ``overloaded``: more than a fifth of the calibrated capacity was lost mid-run, to other processes
-#: or to the policy's own cost per record, so it did not run at the load asked for.
-OVERLOAD_MARGIN = 1.25
+#: A phase whose BA capacity differed from the calibrated one by more than this share is marked
+#: ``off_load``: the load it ran at (the requested one, on the capacity it had) was more than 10% off
+#: the load asked for, because other processes took cores, the host's speed moved, or the policy's
+#: own cost per record took capacity. Its figures are then not a result of the policy.
+LOAD_TOLERANCE = 0.10
 #: BA is taken as running flat out while this many seconds of its calibrated capacity were waiting.
-SATURATED_BACKLOG_S = 0.25
+#: Not less: a job sent is fetchable only 0.2-1 s later on the embedded broker (the worker's fetch
+#: stage), so at 0.25 s the first moments of a burst counted as busy while the worker still idled,
+#: and phases read 10-20% below the capacity they had (a heavy-sizing phase: 154/s at 0.25 s, 184/s
+#: at 0.75 s, 182/s calibrated; 2026-12-06).
+SATURATED_BACKLOG_S = 0.75
 
 
 def sustained_rate(
@@ -456,24 +577,41 @@ def sustained_rate(
     return finished / (busy_bins * bin_s)
 
 
-def actual_load(
-    requested: float, input_rps: float, sustained_rps: float | None, calibrated_rps: float
+def actual_load(  # noqa: PLR0917
+    requested: float,
+    input_rps: float,
+    sustained_rps: float | None,
+    calibrated_rps: float,
+    run_s: float | None = None,
+    calibrated_run_s: float | None = None,
 ) -> dict[str, Any]:
-    """The load a repetition ran at (input rate over the capacity it sustained), and whether it lost
-    capacity mid-run (``overloaded``: BA sustained less than the calibrated capacity over
-    ``OVERLOAD_MARGIN``, to other processes or to the policy's own cost per record).
+    """The load a phase ran at, and whether it was more than ``LOAD_TOLERANCE`` off the load asked for.
 
-    Judged on capacity, not on the actual load: a short run's Pareto bursts can bring more or less
-    than the mean input, which is the input's doing, not the machine's.
+    ``actual`` is the requested load on the capacity the phase had. Where BA's mean seconds per job
+    are known for the phase (``run_s``) and the calibration (``calibrated_run_s``), the capacity
+    moved in their proportion: averaged over every job, this is precise, and it counts what the
+    machine did (its speed, cores taken by other processes), not the policy. Otherwise it is the
+    calibrated capacity over the one BA sustained during bursts (``output_load``, from the outputs
+    alone, as for a peer system; it reads a few percent either way from phase to phase).
+
+    It is judged on capacity, not on the input: a short phase's Pareto bursts bring more or less
+    than the mean input, which is the input's doing (the same for every policy), not the
+    machine's; that ratio is ``input_load``.
     """
-    actual = None if not sustained_rps else input_rps / sustained_rps
+    output_load = None if not sustained_rps else requested * calibrated_rps / sustained_rps
+    run_load = requested * run_s / calibrated_run_s if run_s and calibrated_run_s else None
+    actual = run_load if run_load is not None else output_load
     return {
         "requested": requested,
         "ba_input_rps": round(input_rps, 1),
         "ba_sustained_rps": None if sustained_rps is None else round(sustained_rps, 1),
         "ba_calibrated_rps": round(calibrated_rps, 1),
+        "ba_run_ms": None if run_s is None else round(run_s * 1000, 3),
+        "ba_calibrated_run_ms": None if calibrated_run_s is None else round(calibrated_run_s * 1000, 3),
         "actual": None if actual is None else round(actual, 3),
-        "overloaded": sustained_rps is not None and sustained_rps * OVERLOAD_MARGIN < calibrated_rps,
+        "output_load": None if output_load is None else round(output_load, 3),
+        "input_load": None if not sustained_rps else round(input_rps / sustained_rps, 3),
+        "off_load": actual is not None and abs(actual / requested - 1.0) > LOAD_TOLERANCE,
     }
 
 
@@ -484,6 +622,7 @@ def tenant_stats(  # noqa: PLR0917
     count neither as met nor in the percentiles."""
     met = sum(1 for latency in latencies if latency <= target)
     return {
+        "met": met,
         "p50_ms": _ms(percentile(latencies, 0.50)),
         "p95_ms": _ms(percentile(latencies, 0.95)),
         "p99_ms": _ms(percentile(latencies, 0.99)),
@@ -578,7 +717,7 @@ def run_system(  # noqa: PLR0917
 ) -> dict[str, Any]:
     run = f"{system}-{repetition}-{uuid.uuid4().hex[:6]}"
     topics = Topics.fresh(run)
-    ensure_topics(make_admin(settings), topics.specs())
+    ensure_topics(make_admin(settings), topics.specs(config.partitions))
     ba_rate = capacity.ba_rate(config)
     warm = plan(
         config,
@@ -589,18 +728,22 @@ def run_system(  # noqa: PLR0917
         first_id=WARMUP_FIRST_ID,
     )
     measured = plan(config, ba_rate, config.duration, bursts=True, seed=config.seed + repetition)
+    lingers = {"LS": config.ls_linger_ms, "BA": config.ba_linger_ms}
     producers = {
-        tenant: make_producer(settings, **{"enable.idempotence": False, "acks": "1", "linger.ms": 2})[0]
+        tenant: make_producer(
+            settings, **{"enable.idempotence": False, "acks": "1", "linger.ms": lingers[tenant]}
+        )[0]
         for tenant in ("LS", "BA")
     }
     producer = producers["BA"]
-    reader = OutputReader(settings, topics)
+    reader = OutputReader(settings, topics, config.partitions)
     metrics_port = None if peer is not None else config.metrics_port or free_port()
     queue_wait: dict[str, dict[str, float | None]] = {}
     stages: dict[str, dict[str, dict[str, float | None]]] = {}
     requests: dict[str, dict[str, float]] = {}
     stalls: dict[str, dict[str, float]] = {}
     hops: dict[str, float] = {}
+    ba_run_s: float | None = None
     try:
         with system_process(
             system, settings, topics, run, config, capacity.iterations, out / "logs", metrics_port, peer
@@ -645,12 +788,15 @@ def run_system(  # noqa: PLR0917
                 queue_wait = scheduler_queue_wait(at_end)
                 stages = stage_percentiles(stage_buckets(at_start), stage_buckets(at_end))
                 requests = kafka_requests(at_start, at_end)
+                ba_run_s = mean_run_seconds(at_start, at_end, "BA")
                 stalls = loop_stalls(at_start, at_end)
                 hops = planned_hops(at_end)
     finally:
         reader.close()
-    result = measure(system, config, expected, reader, phase_start, phase_end, capacity.ba_rps)
+    result = measure(system, config, expected, reader, phase_start, phase_end, capacity, ba_run_s=ba_run_s)
     result["cpu"] = cpu
+    if cpu["broker_s"] is not None and cpu["wall_s"]:
+        cpu["broker_cores"] = round(cpu["broker_s"] / cpu["wall_s"], 3)
     if cpu["system_s"] is not None and cpu["machine_s"] is not None:
         broker = "" if cpu["broker_s"] is None else f", broker {cpu['broker_s']:.1f} s"
         progress(
@@ -755,6 +901,22 @@ def planned_hops(text: str) -> dict[str, float]:
     return planned
 
 
+def mean_run_seconds(before: str, after: str, tenant: str) -> float | None:
+    """The mean seconds ``tenant``'s operators spent on a record between two scrapes of the worker's
+    /metrics (``cadenza_run_time_seconds``' sum over its count), or None if it ran nothing.
+
+    For BA this is the wall time of a job: what the host's speed and the cores left to the worker
+    made of it. Averaged over every job of a phase, it says what capacity the phase had far more
+    precisely than the output rate during bursts does.
+    """
+    labels = ("tenant", "pipeline", "operator")
+    sums = counter_deltas(before, after, "cadenza_run_time_seconds_sum", labels)
+    counts = counter_deltas(before, after, "cadenza_run_time_seconds_count", labels)
+    total = sum(v for key, v in sums.items() if key[0] == tenant)
+    runs = sum(v for key, v in counts.items() if key[0] == tenant)
+    return total / runs if runs else None
+
+
 def loop_stalls(before: str, after: str) -> dict[str, dict[str, float]]:
     """Stalls of the worker's loop between two scrapes, by the phase that took longest: how many, and
     their busy seconds (``cadenza_worker_stalls_total``, see :mod:`cadenza.worker.loop_watch`). Every
@@ -846,8 +1008,14 @@ def measure(  # noqa: PLR0917
     reader: Outputs,
     phase_start: float,
     phase_end: float,
-    calibrated_rps: float,
+    capacity: Capacity,
+    *,
+    ba_run_s: float | None = None,
 ) -> dict[str, Any]:
+    """Per tenant, what the outputs say (see the module docstring); ``load``: the BA load the phase
+    ran at, from BA's mean seconds per job (``ba_run_s``) against the calibration's where both are
+    known, else from the output rate during bursts."""
+    calibrated_rps = capacity.ba_rps
     ls_latencies: list[float] = []
     ls_records = 0
     ls_wrong = 0
@@ -885,6 +1053,8 @@ def measure(  # noqa: PLR0917
         len(expected.ba_ids) / input_seconds if input_seconds > 0 else 0.0,
         sustained,
         calibrated_rps,
+        run_s=ba_run_s,
+        calibrated_run_s=capacity.ba_run_s,
     )
     return {
         "load": load,
@@ -928,10 +1098,6 @@ def live_input(
 #: records take in every run of a deadline-aware policy: the capacity came out 20-30% too high, and
 #: every cameo repetition ran overloaded at a requested load of 0.75.
 CALIBRATION_POLICY = "cameo"
-#: Seconds of BA's output skipped (its first batches come out faster than it then keeps up) and then
-#: measured.
-CALIBRATION_SKIP_S = 8.0
-CALIBRATION_MEASURE_S = 12.0
 
 
 def calibrate(settings: KafkaSettings, config: S1Config, logs: Path, progress: Progress) -> Capacity:
@@ -943,59 +1109,41 @@ def calibrate(settings: KafkaSettings, config: S1Config, logs: Path, progress: P
     instead (an earlier version), BA's capacity came out about 1.5 x what the worker sustained in
     the runs, and full runs were overloaded under every policy.
     """
-    iterations = burn_iterations(config.ba_cost_ms)
-    progress(f"calibration: burn({iterations}) takes about {config.ba_cost_ms} ms here")
-    cap = Capacity(ls_rps=1.0, ba_rps=1.0, iterations=iterations)
-    # LS alone, on a backlog (only a sanity check that LS leaves room for BA).
-    count = 6000
-    run = f"cal-ls-{uuid.uuid4().hex[:6]}"
-    topics = Topics.fresh(run)
-    ensure_topics(make_admin(settings), topics.specs())
-    producer, _ = make_producer(settings, **{"enable.idempotence": False, "linger.ms": 5})
-    rng = random.Random(3)
-    for i in range(count):
-        user = f"u{rng.randrange(config.users)}"
-        value = {"user": user, "page": "/p1", "ts": time.time() - 30 + i * 20 / count}
-        producer.produce(topics.ls_in, json.dumps(value).encode(), user.encode())
-        producer.poll(0)
-    producer.flush(30)
-    reader = OutputReader(settings, topics)
-    try:
-        with system_process("fifo", settings, topics, run, config, iterations, logs):
-            deadline = time.monotonic() + 180
-            # The window results appear as the backlog's watermark advances.
-            while _ls_counted(reader) < count * 0.9:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("calibration of LS did not finish")
-                time.sleep(0.05)
-            done = time.time()
-            processed = _ls_counted(reader)
-            cap.ls_rps = processed / max(1e-3, done - min(o.timestamp for o in reader.ls))
-    finally:
-        reader.close()
-    progress(f"calibration: LS alone runs at {cap.ls_rps:,.0f} records/s")
+    iterations = burn_iterations(config.ba_cost_ms, probes=SPEED_PROBES)
+    if config.ba_cost_kind == "cpu":
+        progress(f"calibration: a BA job is {config.ba_cost_ms:g} ms of the worker's CPU time")
+    else:
+        progress(f"calibration: burn({iterations}) takes about {config.ba_cost_ms:g} ms here")
+    cap = Capacity(ls_rps=None, ba_rps=1.0, iterations=iterations)
+    cap.speed_iterations = machine_speed(config.ba_cost_ms)
+    if config.calibrate_ls:
+        cap.ls_rps = _calibrate_ls(settings, config, logs, iterations)
+        progress(f"calibration: LS alone runs at {cap.ls_rps:,.0f} records/s")
     # BA live, at twice what its cost allows on one core, beside LS live: what comes out is capacity.
     overdrive = 2000.0 / config.ba_cost_ms
     run = f"cal-ba-{uuid.uuid4().hex[:6]}"
     topics = Topics.fresh(run)
-    ensure_topics(make_admin(settings), topics.specs())
-    reader = OutputReader(settings, topics)
+    ensure_topics(make_admin(settings), topics.specs(config.partitions))
+    reader = OutputReader(settings, topics, config.partitions)
     stop = threading.Event()
     sender = threading.Thread(
         target=live_input, args=(settings, topics, config, overdrive, stop), daemon=True
     )
+    port = free_port()
     try:
-        with system_process(CALIBRATION_POLICY, settings, topics, run, config, iterations, logs):
+        with system_process(CALIBRATION_POLICY, settings, topics, run, config, iterations, logs, port):
             sender.start()
             deadline = time.monotonic() + 120
             while not reader.ba:
                 if time.monotonic() > deadline:
                     raise RuntimeError("calibration of BA produced nothing")
                 time.sleep(0.05)
-            time.sleep(CALIBRATION_SKIP_S)  # past the start: the worker's buffer fills, it runs flat out
+            time.sleep(config.calibration_skip)  # past the start: the buffer fills, it runs flat out
             begin, begin_count, begin_ls = time.time(), len(reader.ba), _ls_counted(reader)
-            time.sleep(CALIBRATION_MEASURE_S)
+            at_begin = scrape(port)
+            time.sleep(config.calibration_measure)
             end_count, end_ls = len(reader.ba), _ls_counted(reader)
+            cap.ba_run_s = mean_run_seconds(at_begin, scrape(port), "BA")
             elapsed = time.time() - begin
             cap.ba_rps = (end_count - begin_count) / elapsed
             cap.ls_beside_ba_rps = (end_ls - begin_ls) / elapsed
@@ -1010,6 +1158,36 @@ def calibrate(settings: KafkaSettings, config: S1Config, logs: Path, progress: P
         f"(LS ran {cap.ls_beside_ba_rps:,.0f}/s meanwhile)"
     )
     return cap
+
+
+def _calibrate_ls(settings: KafkaSettings, config: S1Config, logs: Path, iterations: int) -> float:
+    """LS records/s one worker runs alone on a backlog (fifo): a check that LS leaves room for BA."""
+    count = 6000
+    run = f"cal-ls-{uuid.uuid4().hex[:6]}"
+    topics = Topics.fresh(run)
+    ensure_topics(make_admin(settings), topics.specs(config.partitions))
+    producer, _ = make_producer(settings, **{"enable.idempotence": False, "linger.ms": 5})
+    rng = random.Random(3)
+    for i in range(count):
+        user = f"u{rng.randrange(config.users)}"
+        value = {"user": user, "page": "/p1", "ts": time.time() - 30 + i * 20 / count}
+        producer.produce(topics.ls_in, json.dumps(value).encode(), user.encode())
+        producer.poll(0)
+    producer.flush(30)
+    reader = OutputReader(settings, topics, config.partitions)
+    try:
+        with system_process("fifo", settings, topics, run, config, iterations, logs):
+            deadline = time.monotonic() + 180
+            # The window results appear as the backlog's watermark advances.
+            while _ls_counted(reader) < count * 0.9:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("calibration of LS did not finish")
+                time.sleep(0.05)
+            done = time.time()
+            processed = _ls_counted(reader)
+            return processed / max(1e-3, done - min(o.timestamp for o in reader.ls))
+    finally:
+        reader.close()
 
 
 def _ls_counted(reader: OutputReader) -> int:
@@ -1080,21 +1258,32 @@ def run_benchmark(
             f"input: LS {config.ls_rate:g}/s steady, BA {ba_rate:,.0f}/s mean in bursts "
             f"(load {config.load:.0%})"
         )
-        for repetition in range(config.repetitions):
-            order = list(config.systems[repetition % len(config.systems) :]) + list(
-                config.systems[: repetition % len(config.systems)]
+        phases = phase_order(config)
+        for index, (system, repetition) in enumerate(phases, 1):
+            speed = speed_check(config, capacity)
+            progress(
+                f"phase {index}/{len(phases)}: {system} (repetition {repetition + 1}/{config.repetitions}); "
+                f"speed check: {speed['relative']:.0%} of the calibration's speed"
             )
-            for system in order:
-                progress(f"repetition {repetition + 1}/{config.repetitions}: {system}")
-                try:
-                    peer = peers.get(system)
-                    with run_broker(shared) as (settings, pid):
-                        run = run_system(
-                            system, settings, config, capacity, repetition, out, progress, peer, pid
-                        )
-                    runs[system].append(run)
-                except Exception as exc:  # one system failing must not lose the others' results
-                    progress(f"  {system} failed: {exc}")
+            try:
+                peer = peers.get(system)
+                with run_broker(shared) as (settings, pid):
+                    run = run_system(
+                        system,
+                        settings,
+                        config,
+                        capacity,
+                        repetition,
+                        out,
+                        progress,
+                        peer,
+                        pid,
+                    )
+                run["phase"] = index
+                run["speed"] = speed
+                runs[system].append(run)
+            except Exception as exc:  # one system failing must not lose the others' results
+                progress(f"  {system} failed: {exc}")
     systems = {system: median_run(entries) for system, entries in runs.items() if entries}
     for entry in systems.values():
         for tenant in TENANTS:
@@ -1111,6 +1300,38 @@ def run_benchmark(
     write_result(out, "s1.json", {**result, "runs": strip_latencies(runs)})
     plot(runs, config, out / "s1.png")
     return result
+
+
+#: Timings of 2,000 ``burn`` iterations whose median is the calibration's cost (about 1 ms each here):
+#: a median over many short probes is not moved by a moment when another process held the core.
+SPEED_PROBES = 41
+#: The speed check's probes before a phase, ``SPEED_SPACING_S`` apart: spread over a quarter of a
+#: second, their mean meets both of the host's speeds in about the share it is at each.
+SPEED_SAMPLES = 40
+SPEED_SPACING_S = 0.005
+
+
+def speed_check(config: S1Config, capacity: Capacity) -> dict[str, float]:
+    """The machine's speed before a phase, as the ``burn`` iterations that take ``ba_cost_ms`` now,
+    against the calibration's (a few tens of ms to find).
+
+    Shown, not acted on: this host switches between two speeds about 1.9x apart several times a
+    second, so a speed read before a phase does not say what the phase will meet (sizing the phase's
+    jobs by it made loads of 0.6-1.35 out of 0.75, 2026-12-06). ``ba_cost_kind="cpu"`` keeps a job's
+    cost whatever the speed; the load each phase actually ran at is measured from its outputs.
+    """
+    iterations = machine_speed(config.ba_cost_ms)
+    return {"iterations": iterations, "relative": round(iterations / capacity.speed_iterations, 3)}
+
+
+def machine_speed(cost_ms: float) -> int:
+    """The mean over ``SPEED_SAMPLES`` spaced probes of the ``burn`` iterations that take ``cost_ms``:
+    the host's speed as a mix of its two, measured the same way at calibration and before a phase."""
+    speeds = []
+    for _ in range(SPEED_SAMPLES):
+        speeds.append(burn_iterations(cost_ms, probes=1))
+        time.sleep(SPEED_SPACING_S)
+    return round(statistics.fmean(speeds))
 
 
 def strip_latencies(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
@@ -1171,7 +1392,7 @@ def median_run(entries: list[dict[str, Any]]) -> dict[str, Any]:
     if loads:
         merged["load"] = {
             "actual": [load["actual"] for load in loads],
-            "overloaded": [load["overloaded"] for load in loads],
+            "off_load": [load["off_load"] for load in loads],
         }
     return merged
 
@@ -1250,16 +1471,16 @@ def plot_stages(ax: Any, merged: dict[str, dict[str, Any]], tenant: str) -> None
 
 
 def plot_loads(ax: Any, runs: dict[str, list[dict[str, Any]]], config: S1Config) -> None:
-    """The load each repetition actually ran at; red: the machine lost capacity (``overloaded``)."""
+    """The load each phase actually ran at; red: more than 10% off the load asked for (``off_load``)."""
     systems = [s for s in runs if runs[s]]
     for x, system in enumerate(systems):
         for entry in runs[system]:
             load = entry.get("load", {})
             if load.get("actual") is not None:
-                ax.scatter(x, load["actual"], color="red" if load["overloaded"] else "black")
+                ax.scatter(x, load["actual"], color="red" if load["off_load"] else "black")
     ax.axhline(config.load, color="grey", linestyle="--", label="requested")
     ax.set_xticks(range(len(systems)), systems)
-    ax.set_title("BA load per repetition (input / capacity sustained)")
+    ax.set_title("BA load per phase (asked load x calibrated / sustained capacity)")
     ax.legend(fontsize=8)
 
 
@@ -1284,28 +1505,28 @@ def verdict(row: dict[str, Any], goal: float = MET_GOAL) -> str:
 def format_table(result: dict[str, Any]) -> str:
     lines = [
         f"{'system':8s} {'LS p99 ms':>10s} {'LS met':>7s} {'BA p99 ms':>10s} {'BA met':>7s} {'BA rec/s':>9s} "
-        f"{'LS wait p99 ms':>15s}  load per repetition"
+        f"{'LS wait p99 ms':>15s}  load per phase"
     ]
-    overloaded = False
+    off_load = False
     for system, entry in result["systems"].items():
         ls, ba = entry["LS"], entry["BA"]
         load = entry.get("load", {})
         cells = [
-            ("-" if actual is None else f"{actual:.2f}") + (" OVERLOADED" if over else "")
-            for actual, over in zip(load.get("actual", []), load.get("overloaded", []), strict=True)
+            ("-" if actual is None else f"{actual:.2f}") + (" OFF-LOAD" if off else "")
+            for actual, off in zip(load.get("actual", []), load.get("off_load", []), strict=True)
         ]
-        overloaded = overloaded or any(load.get("overloaded", []))
+        off_load = off_load or any(load.get("off_load", []))
         lines.append(
             f"{system:8s} {_fmt(ls['p99_ms']):>10s} {_ratio(ls['deadline_met_ratio']):>7s} "
             f"{_fmt(ba['p99_ms']):>10s} {_ratio(ba['deadline_met_ratio']):>7s} "
             f"{_fmt(ba['throughput_rps']):>9s} {_fmt(ls.get('queue_wait_p99_ms')):>15s}  "
             f"{', '.join(cells) or '-'}"
         )
-    if overloaded:
+    if off_load:
         lines.append(
-            f"OVERLOADED: BA sustained less than 1/{OVERLOAD_MARGIN:g} of the BA capacity calibrated "
-            "under fifo in that repetition (other processes took the machine, or the policy's own "
-            "cost per record did): it ran above the load asked for."
+            f"OFF-LOAD: BA's capacity in that phase was more than {LOAD_TOLERANCE:.0%} off the one "
+            "calibrated (other processes took cores, the host's speed moved, or the policy's own cost "
+            "per record took capacity): it did not run at the load asked for."
         )
     return "\n".join(lines)
 

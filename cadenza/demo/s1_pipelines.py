@@ -6,7 +6,8 @@ Topics, targets and the BA cost come from ``S1_*`` environment variables set by 
 - **LS** (latency-sensitive): clicks -> drop ``/health`` -> key by user -> 1 s tumbling windows on the
   event time ``ts`` -> count -> one result per user and window (JSON ``{key, window_start,
   window_end, value}``). Target ``S1_LS_TARGET`` seconds after the window closes.
-- **BA** (bulk): jobs -> :func:`cadenza.demo.cpu_work.burn` (calibrated CPU work per record) -> ``{id, ts,
+- **BA** (bulk): jobs -> :func:`cadenza.demo.cpu_work.burn` (``S1_CPU_ITERATIONS`` rounds, calibrated)
+  or :func:`~cadenza.demo.cpu_work.burn_cpu` (``S1_CPU_SECONDS`` of CPU, when set) -> ``{id, ts,
   score}``. Target ``S1_BA_TARGET`` seconds.
 """
 
@@ -16,7 +17,7 @@ import os
 
 from pydantic import BaseModel
 
-from cadenza.demo.cpu_work import burn
+from cadenza.demo.cpu_work import burn, burn_cpu
 from cadenza.pipelines import Pipeline, Tumbling
 
 
@@ -39,10 +40,12 @@ class Scored(BaseModel):
 
 
 ITERATIONS = int(os.environ.get("S1_CPU_ITERATIONS", "100"))
+CPU_SECONDS = float(os.environ.get("S1_CPU_SECONDS", "0"))
 
 
 def score(job: Job) -> Scored:
-    return Scored(id=job.id, ts=job.ts, score=burn(job.payload, ITERATIONS))
+    work = burn_cpu(job.payload, CPU_SECONDS) if CPU_SECONDS > 0 else burn(job.payload, ITERATIONS)
+    return Scored(id=job.id, ts=job.ts, score=work)
 
 
 def _env(name: str, default: str) -> str:

@@ -1,7 +1,10 @@
-"""The demo's closing table says plainly, per policy and tenant, whether the target was met, and
-warns about a repetition that ran on a machine that lost capacity (no broker: a made-up result)."""
+"""The demo's closing tables: every phase in the order it ran, then each policy's verdict over its
+phases at the load asked for, saying plainly which phase was off-load and left out (no broker: a
+made-up result)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -10,31 +13,38 @@ from cadenza.cli.console import console
 from cadenza.demo import s1
 
 
-def test_the_table_says_met_or_missed_and_warns_about_an_overloaded_run(
+def _phase(number: int, ls_latencies: list[float], run_ms: float) -> dict[str, Any]:
+    ls = s1.tenant_stats(ls_latencies, expected=100, target=0.3, records=100, seconds=10.0)
+    ba = s1.tenant_stats([1.0] * 100, expected=100, target=5.0, records=100, seconds=10.0)
+    load = s1.actual_load(0.75, 750.0, 1000.0, 1000.0, run_s=run_ms / 1000, calibrated_run_s=0.005)
+    cpu = {"wall_s": 10.0, "broker_s": 1.5, "broker_cores": 0.15}
+    return {"phase": number, "LS": ls, "BA": ba, "load": load, "cpu": cpu, "speed": {"relative": 1.0}}
+
+
+def test_the_tables_show_every_phase_and_leave_an_off_load_phase_out_of_the_verdict(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Wide enough that no cell wraps. The shared console reads COLUMNS once, when the first test that
     # imports it runs, so the width is set on the console itself: the test must not depend on order.
-    monkeypatch.setattr(console, "_width", 220)
-
-    def run(latencies: list[float], sustained: float) -> dict[str, object]:
-        ls = s1.tenant_stats(latencies, expected=100, target=0.3, records=100, seconds=10.0)
-        ba = s1.tenant_stats([1.0] * 100, expected=100, target=5.0, records=100, seconds=10.0)
-        return {"LS": ls, "BA": ba, "load": s1.actual_load(0.75, 750.0, sustained, 1000.0)}
-
-    result = {
-        "systems": {
-            "fifo": s1.median_run([run([0.1] * 50 + [2.0] * 50, 1000.0)]),
-            "cameo": s1.median_run([run([0.1] * 100, 500.0)]),
-        }
+    monkeypatch.setattr(console, "_width", 250)
+    runs = {
+        "fifo": [_phase(1, [0.1] * 50 + [2.0] * 50, 5.0), _phase(4, [0.1] * 40 + [2.0] * 60, 5.1)],
+        # Phase 3 ran its jobs in 7 ms against 5 at calibration: load 1.05, off by more than 10%.
+        "cameo": [_phase(2, [0.1] * 100, 5.0), _phase(3, [2.0] * 100, 7.0)],
     }
-    demo._print_results(s1, result, 0.75)
+    demo._print_results({"runs": runs}, 0.75)
     out = capsys.readouterr().out
     lines = out.splitlines()
-    fifo_ls = next(line for line in lines if "fifo" in line and "LS" in line)
-    cameo_ls = next(line for line in lines if "cameo" in line and "LS" in line)
-    assert "MISSED: 50% within 300 ms" in fifo_ls
-    assert "MET: 100% within 300 ms" in cameo_ls
-    assert sum("MET: 100% within 5,000 ms" in line for line in lines) == 2  # BA, both policies
-    assert "cameo: this machine ran less than 80%" in out and "load 1.50, not 0.75" in out
-    assert "fifo: this machine" not in out
+    phase_rows = [line for line in lines if line.startswith("│") and line.split("│")[1].strip().isdigit()]
+    assert [row.split("│")[1].strip() for row in phase_rows] == ["1", "2", "3", "4"]
+    assert "1.05 OFF" in phase_rows[2] and "0.15 core" in phase_rows[0]
+    assert "phase 3 (cameo) ran at BA load 1.05, not 0.75" in out
+    verdicts = {
+        (row.split("│")[1].strip(), row.split("│")[2].strip()): row
+        for row in lines
+        if "MET" in row or "MISSED" in row
+    }
+    assert "MISSED: 45.0% within 300 ms" in verdicts[("fifo", "LS")]  # 90 of 200 over phases 1 and 4
+    assert "MET: 100.0% within 300 ms" in verdicts[("cameo", "LS")]  # phase 3 left out
+    assert [cell.strip() for cell in verdicts[("cameo", "LS")].split("│")][4:7] == ["100/100", "100", "2"]
+    assert "MET: 100.0% within 5,000 ms" in verdicts[("cameo", "BA")]
