@@ -16,6 +16,7 @@ from typing import Any
 
 from cadenza.demo.s1 import (
     POLICIES,
+    SIZINGS,
     PeerRun,
     Progress,
     S1Config,
@@ -23,17 +24,20 @@ from cadenza.demo.s1 import (
     check_load,
     format_table,
     quick_config,
+    sized,
 )
 from cadenza.demo.s1 import run_benchmark as run_s1
 
 __all__ = [
     "POLICIES",
+    "SIZINGS",
     "SYSTEMS",
     "S1Config",
     "broker_settings",
     "format_table",
     "quick_config",
     "run_benchmark",
+    "sized",
 ]
 
 SYSTEMS = (*POLICIES, "faust")
@@ -61,6 +65,8 @@ def faust_command(run: PeerRun) -> list[str]:
         run.topics.ba_out,
         "--cpu-iterations",
         str(run.iterations),
+        "--cpu-seconds",
+        str(run.cpu_seconds or 0.0),
         "--app-id",
         f"s1-faust-{run.run}",
         "--workdir",

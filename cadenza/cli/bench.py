@@ -136,6 +136,14 @@ def s1(
             "(1.5: overload, BA must miss and LS must not)."
         ),
     ] = 0.75,
+    sizing: Annotated[
+        str,
+        typer.Option(
+            help="Record sizes for the same load: light (BA jobs of 1 ms, LS 300/s: S1 until "
+            "2026-12-05) or heavy (BA jobs of 5 ms at a fifth of the rate, LS 100/s: what `cadenza "
+            "demo` runs; the embedded broker takes a smaller share of the machine)."
+        ),
+    ] = "light",
 ) -> None:
     """Two tenants on one worker under Pareto bursts: each policy, and faust, on the same input.
 
@@ -152,10 +160,12 @@ def s1(
         module.check_load(load)
     except ValueError as exc:
         raise CadenzaError(str(exc)) from None
+    if sizing not in module.SIZINGS:
+        raise CadenzaError(f"unknown sizing {sizing!r}; choose from {', '.join(module.SIZINGS)}")
     config = (
-        module.quick_config(systems=chosen, load=load)
+        module.quick_config(sizing, systems=chosen, load=load)
         if quick
-        else module.S1Config(systems=chosen, load=load)
+        else module.sized(sizing, systems=chosen, load=load)
     )
     run_and_report(module, out, config=config, bootstrap=bootstrap)
 

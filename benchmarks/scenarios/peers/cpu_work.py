@@ -11,19 +11,18 @@ import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["burn"]
+__all__ = ["burn", "burn_cpu"]
 
 _SOURCE = Path(__file__).resolve().parents[3] / "cadenza" / "demo" / "cpu_work.py"
 
 
-def _load() -> Callable[[str, int], int]:
+def _load() -> tuple[Callable[[str, int], int], Callable[[str, float], int]]:
     spec = importlib.util.spec_from_file_location("_cadenza_demo_cpu_work", _SOURCE)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load the S1 CPU work from {_SOURCE}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    burn: Callable[[str, int], int] = module.burn
-    return burn
+    return module.burn, module.burn_cpu
 
 
-burn = _load()
+burn, burn_cpu = _load()

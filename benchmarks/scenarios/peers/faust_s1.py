@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import faust  # type: ignore[import-not-found]
 
-from peers.cpu_work import burn
+from peers.cpu_work import burn, burn_cpu
 
 WINDOW_S = 1.0
 _log = logging.getLogger("faust_s1")
@@ -81,6 +81,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("ba-input", help="BA input topic")
     add("ba-output", help="BA output topic")
     add("cpu-iterations", kind=int, help="iterations of peers.cpu_work.burn per BA record")
+    add(
+        "cpu-seconds",
+        default="0",
+        kind=float,
+        help="seconds of CPU per BA record (peers.cpu_work.burn_cpu) instead of iterations, if > 0",
+    )
     add("app-id", default="cadenza-s1-faust", help="faust app id (also its consumer group)")
     add("partitions", default="4", kind=int, help="partitions of topics faust creates")
     add("workdir", default=".", help="faust's data directory lives here")
@@ -190,7 +196,10 @@ def build_app(args: argparse.Namespace) -> Any:
     async def ba(stream: AsyncIterator[Any]) -> None:
         async for key, value in stream.items():  # type: ignore[attr-defined]
             record = json.loads(value)
-            score = burn(record["payload"], args.cpu_iterations)
+            if args.cpu_seconds > 0:
+                score = burn_cpu(record["payload"], args.cpu_seconds)
+            else:
+                score = burn(record["payload"], args.cpu_iterations)
             out = {"id": record["id"], "ts": record["ts"], "score": score}
             await ba_out.send(key=key, value=json.dumps(out).encode())
 
