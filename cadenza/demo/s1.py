@@ -51,7 +51,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -60,14 +59,23 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
 
 from cadenza.demo.cpu_work import burn
 from cadenza.demo.machine import machine_and_commit, machine_busy_seconds, process_cpu_seconds, write_result
+from cadenza.demo.worker_metrics import (
+    STAGES,
+    kafka_requests,
+    loop_stalls,
+    mean_run_seconds,
+    planned_hops,
+    scheduler_queue_wait,
+    scrape,
+    stage_buckets,
+    stage_percentiles,
+)
 from cadenza.infra.broker.embedded import EmbeddedBroker
 from cadenza.infra.kafka.clients import make_admin, make_consumer, make_producer
 from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
-from cadenza.infra.metrics.quantiles import histogram_quantile as prometheus_quantile
 from cadenza.loadgen import Bursts
 from cadenza.settings import KafkaSettings
 
@@ -149,7 +157,7 @@ class S1Config:
 
 #: The same CPU load on the worker from records of two sizes. ``light``: BA jobs of 1 ms at about
 #: 650/s beside 300 LS clicks/s (S1 as measured until 2026-12-05); the embedded broker then takes
-#: 0.4-0.55 of a core of the two, and its cost moves the capacity left for the worker. ``heavy``: BA
+#: 0.4-0.6 of a core of the two, and its cost moves the capacity left for the worker. ``heavy``: BA
 #: jobs of 5 ms of CPU time (``ba_cost_kind="cpu"``) at a fifth of that rate, LS at 100/s over 20
 #: users (still about 5 clicks per user and window), 2 partitions a topic, the tenants' producers
 #: lingering 25 ms (LS) and 50 ms (BA): a quarter of the records in fewer requests, which the
@@ -837,170 +845,6 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
-
-
-#: The worker's stage histograms, in the order a record meets them (see cadenza/schemas/METRICS.md):
-#: source fetch, scheduler queue wait, run, repartition hop, window close wait, produce acknowledgement.
-STAGES: dict[str, str] = {
-    "fetch": "cadenza_fetch_latency_seconds",
-    "queue_wait": "cadenza_queue_wait_seconds",
-    "run": "cadenza_run_time_seconds",
-    "repartition_hop": "cadenza_repartition_hop_seconds",
-    "window_close_wait": "cadenza_window_close_wait_seconds",
-    "produce_ack": "cadenza_produce_ack_seconds",
-}
-Buckets = dict[tuple[str, str], dict[float, float]]  # (stage, tenant) -> upper bound -> cumulative count
-
-
-def scrape(port: int) -> str:
-    """The worker's /metrics text, or "" if it does not answer."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            text: str = response.read().decode()
-            return text
-    except OSError:
-        return ""
-
-
-def counter_deltas(
-    before: str, after: str, name: str, labels: tuple[str, ...]
-) -> dict[tuple[str, ...], float]:
-    """How much each series of counter sample ``name`` (keyed by the values of ``labels``) grew between
-    two scrapes of the worker's /metrics; series that did not grow are left out."""
-    start = sample_values(before, name, labels)
-    grown = {key: value - start.get(key, 0.0) for key, value in sample_values(after, name, labels).items()}
-    return {key: delta for key, delta in grown.items() if delta > 0}
-
-
-def sample_values(text: str, name: str, labels: tuple[str, ...]) -> dict[tuple[str, ...], float]:
-    """Each series of sample ``name`` in a scrape, keyed by the values of ``labels``."""
-    return {
-        tuple(sample.labels[label] for label in labels): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name
-    }
-
-
-def kafka_requests(before: str, after: str) -> dict[str, dict[str, float]]:
-    """Requests per client (``producer``, ``lane0``...) and type sent between two scrapes of the
-    worker's /metrics (``cadenza_kafka_requests_total``): what the worker asked of the broker, whose
-    cost grows with requests more than with records."""
-    sent: dict[str, dict[str, float]] = {}
-    deltas = counter_deltas(before, after, "cadenza_kafka_requests_total", ("client", "request"))
-    for (client, kind), count in deltas.items():
-        sent.setdefault(client, {})[kind] = count
-    return sent
-
-
-def planned_hops(text: str) -> dict[str, float]:
-    """Per tenant, the largest repartition hop (ms) its start deadlines counted at the scrape
-    (``cadenza_planned_hop_seconds``): what the scheduler assumed, beside the hop it measured."""
-    planned: dict[str, float] = {}
-    series = sample_values(text, "cadenza_planned_hop_seconds", ("tenant", "pipeline", "operator"))
-    for (tenant, _, _), seconds in series.items():
-        planned[tenant] = max(planned.get(tenant, 0.0), round(seconds * 1000, 3))
-    return planned
-
-
-def mean_run_seconds(before: str, after: str, tenant: str) -> float | None:
-    """The mean seconds ``tenant``'s operators spent on a record between two scrapes of the worker's
-    /metrics (``cadenza_run_time_seconds``' sum over its count), or None if it ran nothing.
-
-    For BA this is the wall time of a job: what the host's speed and the cores left to the worker
-    made of it. Averaged over every job of a phase, it says what capacity the phase had far more
-    precisely than the output rate during bursts does.
-    """
-    labels = ("tenant", "pipeline", "operator")
-    sums = counter_deltas(before, after, "cadenza_run_time_seconds_sum", labels)
-    counts = counter_deltas(before, after, "cadenza_run_time_seconds_count", labels)
-    total = sum(v for key, v in sums.items() if key[0] == tenant)
-    runs = sum(v for key, v in counts.items() if key[0] == tenant)
-    return total / runs if runs else None
-
-
-def loop_stalls(before: str, after: str) -> dict[str, dict[str, float]]:
-    """Stalls of the worker's loop between two scrapes, by the phase that took longest: how many, and
-    their busy seconds (``cadenza_worker_stalls_total``, see :mod:`cadenza.worker.loop_watch`). Every
-    tenant's records waited them out, whatever the policy."""
-    counts = counter_deltas(before, after, "cadenza_worker_stalls_total", ("phase",))
-    seconds = counter_deltas(before, after, "cadenza_worker_stall_seconds_total", ("phase",))
-    return {phase: {"stalls": n, "seconds": seconds.get((phase,), 0.0)} for (phase,), n in counts.items()}
-
-
-def stage_buckets(text: str) -> Buckets:
-    """Per stage and tenant, the cumulative bucket counts summed over the tenant's operators."""
-    by_metric = {f"{metric}_bucket{{": stage for stage, metric in STAGES.items()}
-    buckets: Buckets = {}
-    for line in text.splitlines():
-        stage = next((name for prefix, name in by_metric.items() if line.startswith(prefix)), None)
-        if stage is None:
-            continue
-        labels, value = line.rsplit(" ", 1)
-        fields = dict(part.split("=", 1) for part in labels[labels.index("{") + 1 : -1].split(","))
-        tenant = fields["tenant"].strip('"')
-        bound = float(fields["le"].strip('"'))
-        per = buckets.setdefault((stage, tenant), {})
-        per[bound] = per.get(bound, 0.0) + float(value)
-    return buckets
-
-
-def stage_percentiles(before: Buckets, after: Buckets) -> dict[str, dict[str, dict[str, float | None]]]:
-    """Per tenant and stage, p50 and p99 (ms) and the count of what was observed between two scrapes.
-
-    The measured phase only: the scrape taken when it starts is subtracted from the one at its end.
-    A quantile is interpolated inside its bucket as Prometheus' ``histogram_quantile`` does; the
-    queue wait and run time of a tenant pool every operator it has (LS's records queue and run twice:
-    before and after the repartition).
-    """
-    out: dict[str, dict[str, dict[str, float | None]]] = {}
-    for (stage, tenant), cumulative in after.items():
-        base = before.get((stage, tenant), {})
-        delta = {bound: count - base.get(bound, 0.0) for bound, count in cumulative.items()}
-        total = delta.get(math.inf, 0.0)
-        if total <= 0:
-            continue
-        out.setdefault(tenant, {})[stage] = {
-            "p50_ms": histogram_quantile(delta, 0.5),
-            "p99_ms": histogram_quantile(delta, 0.99),
-            "count": total,
-        }
-    return out
-
-
-def histogram_quantile(cumulative: dict[float, float], q: float) -> float | None:
-    """Quantile ``q`` (ms) of a histogram given as cumulative counts per upper bound (``inf`` last):
-    the dashboard's estimate (Prometheus' own), so that the S1 report and the dashboard agree."""
-    value = prometheus_quantile(q, cumulative)
-    return None if value is None else round(value * 1000, 3)
-
-
-def scheduler_queue_wait(text: str) -> dict[str, dict[str, float | None]]:
-    """Per tenant, p50 and p99 of the wait in the worker's scheduler queues (whole run, warm-up included).
-
-    Read from the worker's own ``cadenza_queue_wait_seconds`` histogram, so each is the upper bound of
-    the bucket the quantile falls in. Set beside the end-to-end latency it tells how much of a tenant's
-    latency the scheduler controls: the rest is spent fetching, producing and crossing the broker
-    (``stages`` in the JSON breaks that down).
-    """
-    return {
-        tenant: {
-            "queue_wait_p50_ms": _bucket_quantile(cumulative, 0.5),
-            "queue_wait_p99_ms": _bucket_quantile(cumulative, 0.99),
-        }
-        for (stage, tenant), cumulative in stage_buckets(text).items()
-        if stage == "queue_wait"
-    }
-
-
-def _bucket_quantile(cumulative: dict[float, float], q: float) -> float | None:
-    """Upper bound (ms) of the histogram bucket holding quantile ``q``; None if empty or beyond the last."""
-    bounds = sorted(cumulative)
-    total = cumulative[bounds[-1]]
-    for bound in bounds:
-        if total and cumulative[bound] >= q * total:
-            return None if math.isinf(bound) else round(bound * 1000, 2)
-    return None
 
 
 def measure(  # noqa: PLR0917

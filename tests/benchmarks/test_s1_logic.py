@@ -17,7 +17,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from cadenza.demo.machine import machine_busy_seconds, process_cpu_seconds
 from cadenza.demo.s1 import (
     LOAD_TOLERANCE,
-    STAGES,
     WARMUP_FIRST_ID,
     Capacity,
     CpuSample,
@@ -29,21 +28,24 @@ from cadenza.demo.s1 import (
     check_load,
     expectations,
     format_table,
-    histogram_quantile,
-    kafka_requests,
-    loop_stalls,
     measure,
     median_run,
     percentile,
     plan,
-    planned_hops,
     plot,
     quick_config,
-    stage_buckets,
-    stage_percentiles,
     sustained_rate,
     tenant_stats,
     verdict,
+)
+from cadenza.demo.worker_metrics import (
+    STAGES,
+    histogram_quantile,
+    kafka_requests,
+    loop_stalls,
+    planned_hops,
+    stage_buckets,
+    stage_percentiles,
 )
 from cadenza.infra.metrics.names import LATENCY_BUCKETS
 

@@ -13,12 +13,12 @@ from cadenza.demo.s1 import (
     S1Config,
     actual_load,
     demo_config,
-    mean_run_seconds,
     phase_order,
     quick_config,
     sized,
     tenant_stats,
 )
+from cadenza.demo.worker_metrics import mean_run_seconds
 
 
 def test_the_mirrored_order_runs_fifo_cameo_cameo_fifo() -> None:
