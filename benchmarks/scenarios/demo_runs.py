@@ -132,22 +132,25 @@ def markdown(runs: list[dict[str, Any]]) -> str:
             )
     lines += [
         "",
-        "| run | fifo LS | fifo BA | cameo LS | cameo BA | phases off-load |",
-        "|---:|---|---|---|---|---|",
+        "| run | fifo LS | cameo LS | cameo BA | fifo BA | BA load, phases 1-4 | broker cores, max |",
+        "|---:|---|---|---|---|---|---:|",
     ]
     for number, run in enumerate(runs, 1):
         if "error" in run:
-            lines.append(f"| {number} | failed | | | | |")
+            lines.append(f"| {number} | failed: {run['error']} | | | | | |")
             continue
         cells = [
             _count(run["policies"][policy][tenant])
             if run["policies"][policy]["counted"]
             else "no phase counted"
-            for policy in ("fifo", "cameo")
-            for tenant in ("LS", "BA")
+            for policy, tenant in (("fifo", "LS"), ("cameo", "LS"), ("cameo", "BA"), ("fifo", "BA"))
         ]
-        off = [str(phase["phase"]) for phase in run["phases"] if phase["off_load"]]
-        lines.append(f"| {number} | {' | '.join(cells)} | {', '.join(off) or 'none'} |")
+        loads = ", ".join(
+            ("-" if phase["load"] is None else f"{phase['load']:.2f}") + (" OFF" if phase["off_load"] else "")
+            for phase in run["phases"]
+        )
+        broker = max((phase["broker_cores"] or 0.0 for phase in run["phases"]), default=None)
+        lines.append(f"| {number} | {' | '.join(cells)} | {loads} | {_num(broker, 2)} |")
     return "\n".join(lines)
 
 
