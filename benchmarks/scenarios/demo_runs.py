@@ -120,15 +120,10 @@ def markdown(runs: list[dict[str, Any]]) -> str:
             lines.append(f"| {number} | - | failed: {run['error']} | | | | | | | |")
             continue
         for phase in run["phases"]:
-            load = (
-                "-"
-                if phase["load"] is None
-                else f"{phase['load']:.2f}" + (" OFF" if phase["off_load"] else "")
-            )
             lines.append(
-                f"| {number} | {phase['phase']} | {phase['policy']} | {_pct(phase['speed'])} | {load} | "
-                f"{_count(phase['LS'])} | {_num(phase['LS']['p99_ms'])} | {_count(phase['BA'])} | "
-                f"{_num(phase['BA']['p99_ms'])} | {_num(phase['broker_cores'], 2)} |"
+                f"| {number} | {phase['phase']} | {phase['policy']} | {_pct(phase['speed'])} | "
+                f"{_load(phase)} | {_count(phase['LS'])} | {_num(phase['LS']['p99_ms'])} | "
+                f"{_count(phase['BA'])} | {_num(phase['BA']['p99_ms'])} | {_num(phase['broker_cores'], 2)} |"
             )
     lines += [
         "",
@@ -145,13 +140,15 @@ def markdown(runs: list[dict[str, Any]]) -> str:
             else "no phase counted"
             for policy, tenant in (("fifo", "LS"), ("cameo", "LS"), ("cameo", "BA"), ("fifo", "BA"))
         ]
-        loads = ", ".join(
-            ("-" if phase["load"] is None else f"{phase['load']:.2f}") + (" OFF" if phase["off_load"] else "")
-            for phase in run["phases"]
-        )
+        loads = ", ".join(_load(phase) for phase in run["phases"])
         broker = max((phase["broker_cores"] or 0.0 for phase in run["phases"]), default=None)
         lines.append(f"| {number} | {' | '.join(cells)} | {loads} | {_num(broker, 2)} |")
     return "\n".join(lines)
+
+
+def _load(phase: dict[str, Any]) -> str:
+    load = "-" if phase["load"] is None else f"{phase['load']:.2f}"
+    return load + (" OFF" if phase["off_load"] else "")
 
 
 def _count(row: dict[str, Any]) -> str:
