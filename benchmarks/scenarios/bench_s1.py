@@ -67,6 +67,8 @@ def faust_command(run: PeerRun) -> list[str]:
         str(run.iterations),
         "--cpu-seconds",
         str(run.cpu_seconds or 0.0),
+        "--partitions",
+        str(run.partitions),
         "--app-id",
         f"s1-faust-{run.run}",
         "--workdir",

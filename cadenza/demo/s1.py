@@ -418,6 +418,8 @@ class PeerRun:
     workdir: Path
     #: Seconds of CPU per BA job (``burn_cpu``) where the config counts cost in CPU time, else None.
     cpu_seconds: float | None = None
+    #: Partitions of the run's topics (and of any topic the peer creates for its own repartitioning).
+    partitions: int = PARTITIONS
 
 
 #: Builds the command line of a peer system (e.g. faust) for one run; it must read ``topics``' inputs
@@ -443,7 +445,8 @@ def system_process(  # noqa: PLR0917 - one call site, names in the signature
     env = {**os.environ, "CADENZA_BOOTSTRAP_SERVERS": settings.bootstrap_servers}
     if peer is not None:
         cpu_seconds = config.ba_cost_ms / 1000.0 if config.ba_cost_kind == "cpu" else None
-        command = peer(PeerRun(settings, topics, run, iterations, logs / f"{run}-{system}", cpu_seconds))
+        workdir = logs / f"{run}-{system}"
+        command = peer(PeerRun(settings, topics, run, iterations, workdir, cpu_seconds, config.partitions))
     else:
         env.update(
             S1_RUN=run,
