@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scenarios"))
 
 from _common import machine_and_commit, write_result
 
-from cadenza.demo.s1 import PARTITIONS, PeerCommand, PeerRun, S1Config, run_benchmark
+from cadenza.demo.s1 import PeerCommand, PeerRun, S1Config, run_benchmark
 
 THIS = "cameo"
 
@@ -70,7 +70,7 @@ def base_worker(base: Path, config: S1Config) -> PeerCommand:
             "--group",
             f"s1-{run.run}",
             "--partitions",
-            str(PARTITIONS),
+            str(run.partitions),
         ]
 
     return command
