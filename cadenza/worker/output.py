@@ -44,8 +44,8 @@ from typing import Any, Protocol
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from cadenza.errors import CadenzaError
-from cadenza.infra.kafka.clients import ClientErrors, make_producer
-from cadenza.infra.kafka.errors import DeliveryError, from_kafka_exception
+from cadenza.infra.kafka.clients import ClientErrors, flush_raising_fatal, make_producer
+from cadenza.infra.kafka.errors import DeliveryError
 from cadenza.infra.metrics.prometheus import LatencyHistogram
 from cadenza.settings import KafkaSettings
 from cadenza.state.serde import FENCE_KEY
@@ -311,19 +311,11 @@ class Output:
         """
         deadline = time.monotonic() + self._timeout
         while True:
-            try:
-                remaining = 0
-                for producer in self._producers:
-                    remaining += producer.flush(min(1.0, max(0.0, deadline - time.monotonic())))
-            except (KafkaException, SystemError) as exc:
-                # A fatal error (say, the idempotence state lost because the broker came back without
-                # its data) can surface from the delivery callbacks as an obscure SystemError caused
-                # by the KafkaException: raise what happened, as a cadenza error.
-                self._raise_fatal()
-                cause = exc if isinstance(exc, KafkaException) else exc.__cause__ or exc.__context__
-                if isinstance(cause, KafkaException):
-                    raise from_kafka_exception(cause, "flushing the worker's output") from exc
-                raise
+            remaining = 0
+            for producer in self._producers:
+                step = min(1.0, max(0.0, deadline - time.monotonic()))
+                what = "flushing the worker's output"
+                remaining += flush_raising_fatal(producer, step, what, self._raise_fatal)
             self._raise_fatal()
             if not remaining or time.monotonic() >= deadline:
                 break

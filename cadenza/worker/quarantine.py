@@ -586,7 +586,7 @@ class QuarantineGuard:
         report = DeliveryReport()
         for key, mark in marks:
             self._producer.produce(self.topic, mark.encode(), self._key(key), on_delivery=report)
-        flush_or_raise(self._producer, report, self.timeout)
+        flush_or_raise(self._producer, report, self.timeout, self._producer_errors)
         self._producer_errors.raise_fatal()
 
     def _read(self) -> None:

@@ -18,9 +18,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from cadenza.infra.kafka.errors import (
@@ -28,6 +28,7 @@ from cadenza.infra.kafka.errors import (
     DeliveryError,
     KafkaClientError,
     from_kafka_error,
+    from_kafka_exception,
 )
 from cadenza.infra.kafka.logs import RepeatFilter
 from cadenza.settings import KafkaSettings
@@ -249,9 +250,43 @@ def make_admin(settings: KafkaSettings, **overrides: Any) -> AdminClient:
     return AdminClient(config)
 
 
-def flush_or_raise(producer: Producer, report: DeliveryReport | None, timeout: float) -> None:
-    """Flush and raise if any record failed or is still unacknowledged after ``timeout`` seconds."""
-    remaining = producer.flush(timeout)
+class Flushable(Protocol):
+    """What :func:`flush_raising_fatal` needs of a producer (the worker's output wraps its own)."""
+
+    def flush(self, *args: Any, **kwargs: Any) -> int: ...
+
+
+def flush_raising_fatal(
+    producer: Flushable, timeout: float, what: str, raise_fatal: Callable[[], None] | None = None
+) -> int:
+    """``producer.flush(timeout)``, with a fatal producer error raised as a cadenza error.
+
+    A fatal error (say, the idempotence state lost because the broker came back without its data, or
+    with its data but not its producers' sequence numbers) can surface from the delivery callbacks as
+    an obscure ``SystemError`` caused by the ``KafkaException``. Raised as a
+    :class:`KafkaClientError`, the worker's supervisor restarts the worker with a new producer;
+    raised raw, it ended the worker for good. ``raise_fatal`` raises the fatal error the client's
+    error callback recorded, if any, before that.
+    """
+    try:
+        return int(producer.flush(timeout))
+    except (KafkaException, SystemError) as exc:
+        if raise_fatal is not None:
+            raise_fatal()
+        cause = exc if isinstance(exc, KafkaException) else exc.__cause__ or exc.__context__
+        if isinstance(cause, KafkaException):
+            raise from_kafka_exception(cause, what) from exc
+        raise
+
+
+def flush_or_raise(
+    producer: Producer, report: DeliveryReport | None, timeout: float, errors: ClientErrors | None = None
+) -> None:
+    """Flush and raise if any record failed or is still unacknowledged after ``timeout`` seconds; a
+    fatal producer error (recorded in ``errors``, or raised by the flush) as a cadenza error."""
+    remaining = flush_raising_fatal(
+        producer, timeout, "flushing a producer", None if errors is None else errors.raise_fatal
+    )
     if report is not None:
         report.raise_if_failed()
     if remaining:
