@@ -83,7 +83,7 @@ def worker_command(
 
 
 # typer reads the options from the signature: each WorkerConfig field becomes a keyword-only option.
-_signature = inspect.signature(worker_command)
+_signature = inspect.signature(worker_command, eval_str=True)
 _fixed = [p for p in _signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
 _options = [_option(name, field) for name, field in WorkerConfig.model_fields.items()]
 worker_command.__dict__["__signature__"] = _signature.replace(parameters=[*_fixed, *_options])
