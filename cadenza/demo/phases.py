@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cadenza.demo.s1 import MET_GOAL, TENANTS
+from cadenza.demo.s1 import MET_GOAL, TENANTS, met_phrase
 
 
 @dataclass(frozen=True)
@@ -30,15 +30,8 @@ class TenantResult:
         return self.met / self.expected if self.expected else None
 
     def verdict(self, goal: float = MET_GOAL) -> str:
-        """One plain phrase, as :func:`cadenza.demo.s1.verdict` says it for one phase."""
-        ratio = self.ratio
-        if ratio is None:
-            return "no results expected"
-        if ratio >= goal:
-            return f"MET: {ratio:.1%} within {self.target_ms:,} ms"
-        missing = self.expected - self.results
-        why = f", {missing:,} missing" if missing > 0 else ""
-        return f"MISSED: {ratio:.1%} within {self.target_ms:,} ms (goal {goal:.0%}{why})"
+        """One plain phrase, worded as :func:`cadenza.demo.s1.verdict` words one phase."""
+        return met_phrase(self.ratio, self.target_ms, self.expected - self.results, goal, places=1)
 
 
 @dataclass(frozen=True)
@@ -61,8 +54,9 @@ class PolicyResult:
 def policy_result(system: str, phases: Sequence[Mapping[str, Any]]) -> PolicyResult:
     """Pool ``system``'s phases (entries of ``run_benchmark``'s ``runs[system]``) that ran at the load
     asked for; a phase whose load could not be measured (no burst queued BA for a second) counts."""
-    counted = [phase for phase in phases if not phase.get("load", {}).get("off_load", False)]
-    left_out = tuple(int(phase.get("phase", 0)) for phase in phases if phase not in counted)
+    off = [bool(phase.get("load", {}).get("off_load", False)) for phase in phases]
+    counted = [phase for phase, out in zip(phases, off, strict=True) if not out]
+    left_out = tuple(int(phase.get("phase", 0)) for phase, out in zip(phases, off, strict=True) if out)
     tenants = {}
     for tenant in TENANTS:
         rows = [phase[tenant] for phase in counted]

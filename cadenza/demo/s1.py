@@ -244,8 +244,8 @@ def demo_config(**overrides: Any) -> S1Config:
 
 
 def burn_iterations(cost_ms: float, *, probes: int = 5) -> int:
-    """Iterations of ``burn`` that take about ``cost_ms`` here (median of a few timings): the speed
-    check before every phase, a few milliseconds."""
+    """Iterations of ``burn`` that take about ``cost_ms`` here (the median of ``probes`` timings of
+    about a millisecond each)."""
     probe = 2000
     timings = []
     for _ in range(probes):
@@ -963,8 +963,9 @@ def calibrate(settings: KafkaSettings, config: S1Config, logs: Path, progress: P
         progress(f"calibration: a BA job is {config.ba_cost_ms:g} ms of the worker's CPU time")
     else:
         progress(f"calibration: burn({iterations}) takes about {config.ba_cost_ms:g} ms here")
-    cap = Capacity(ls_rps=None, ba_rps=1.0, iterations=iterations)
-    cap.speed_iterations = machine_speed(config.ba_cost_ms)
+    cap = Capacity(
+        ls_rps=None, ba_rps=1.0, iterations=iterations, speed_iterations=machine_speed(config.ba_cost_ms)
+    )
     if config.calibrate_ls:
         cap.ls_rps = _calibrate_ls(settings, config, logs, iterations)
         progress(f"calibration: LS alone runs at {cap.ls_rps:,.0f} records/s")
@@ -1167,7 +1168,8 @@ def speed_check(config: S1Config, capacity: Capacity) -> dict[str, float]:
     Shown, not acted on: this host switches between two speeds about 1.9x apart several times a
     second, so a speed read before a phase does not say what the phase will meet (sizing the phase's
     jobs by it made loads of 0.6-1.35 out of 0.75, 2026-12-06). ``ba_cost_kind="cpu"`` keeps a job's
-    cost whatever the speed; the load each phase actually ran at is measured from its outputs.
+    cost whatever the speed; the load each phase actually ran at is measured from its time per BA
+    job (``actual_load``).
     """
     iterations = machine_speed(config.ba_cost_ms)
     return {"iterations": iterations, "relative": round(iterations / capacity.speed_iterations, 3)}
@@ -1329,7 +1331,7 @@ def plot_loads(ax: Any, runs: dict[str, list[dict[str, Any]]], config: S1Config)
                 ax.scatter(x, load["actual"], color="red" if load["off_load"] else "black")
     ax.axhline(config.load, color="grey", linestyle="--", label="requested")
     ax.set_xticks(range(len(systems)), systems)
-    ax.set_title("BA load per phase (asked load x calibrated / sustained capacity)")
+    ax.set_title("BA load per phase (the asked load on the capacity the phase had)")
     ax.legend(fontsize=8)
 
 
@@ -1340,15 +1342,22 @@ MET_GOAL = 0.99
 
 def verdict(row: dict[str, Any], goal: float = MET_GOAL) -> str:
     """One plain phrase on whether a tenant met its target: what a reader of a table wants first."""
-    met = row.get("deadline_met_ratio")
-    target = row.get("target_ms")
-    if met is None:
-        return "no results expected"
     missing = row.get("results_expected", 0) - row.get("results", 0)
-    if met >= goal:
-        return f"MET: {met:.0%} within {target:,} ms"
+    return met_phrase(row.get("deadline_met_ratio"), row.get("target_ms", 0), missing, goal)
+
+
+def met_phrase(
+    ratio: float | None, target_ms: int, missing: float, goal: float = MET_GOAL, places: int = 0
+) -> str:
+    """``MET``/``MISSED`` with the share within ``target_ms`` (to ``places`` decimals of a percent), the
+    goal and the results missing: the one wording of a tenant's verdict, per phase or pooled."""
+    if ratio is None:
+        return "no results expected"
+    shown = f"{ratio:.{places}%}"
+    if ratio >= goal:
+        return f"MET: {shown} within {target_ms:,} ms"
     why = f", {missing:,.0f} missing" if missing > 0 else ""
-    return f"MISSED: {met:.0%} within {target:,} ms (goal {goal:.0%}{why})"
+    return f"MISSED: {shown} within {target_ms:,} ms (goal {goal:.0%}{why})"
 
 
 def format_table(result: dict[str, Any]) -> str:
