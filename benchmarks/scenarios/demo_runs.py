@@ -80,8 +80,9 @@ def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The issue's targets over every run: a failed run, or a policy without a counted phase, fails them."""
 
     def ratio(run: dict[str, Any], policy: str, tenant: str) -> float | None:
-        found = run.get("policies", {}).get(policy, {}).get(tenant, {})
-        return found.get("ratio") if run.get("policies", {}).get(policy, {}).get("counted") else None
+        """The pooled share, or None for a failed run or a policy with no phase counted."""
+        found = run.get("policies", {}).get(policy, {})
+        return found[tenant]["ratio"] if found.get("counted") else None
 
     cameo = [
         (ratio(run, "cameo", "LS") or 0.0) >= MET_GOAL and (ratio(run, "cameo", "BA") or 0.0) >= MET_GOAL
