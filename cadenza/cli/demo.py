@@ -143,7 +143,8 @@ def _print_results(result: dict[str, Any], requested_load: float) -> None:
             )
         elif actual is None:
             notes.append(
-                f"phase {phase.get('phase')} ({system}): no burst queued BA for a second, so its load "
+                f"phase {phase.get('phase')} ({system}): no time per BA job from the worker and no burst "
+                "that queued BA for a second, so its load "
                 "could not be measured; it is counted."
             )
     console.print(phases)

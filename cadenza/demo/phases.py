@@ -53,7 +53,8 @@ class PolicyResult:
 
 def policy_result(system: str, phases: Sequence[Mapping[str, Any]]) -> PolicyResult:
     """Pool ``system``'s phases (entries of ``run_benchmark``'s ``runs[system]``) that ran at the load
-    asked for; a phase whose load could not be measured (no burst queued BA for a second) counts."""
+    asked for; a phase whose load could not be measured (neither a time per BA job from the
+    worker nor a burst that queued BA for a second) counts."""
     off = [bool(phase.get("load", {}).get("off_load", False)) for phase in phases]
     counted = [phase for phase, out in zip(phases, off, strict=True) if not out]
     left_out = tuple(int(phase.get("phase", 0)) for phase, out in zip(phases, off, strict=True) if out)
