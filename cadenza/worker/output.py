@@ -44,7 +44,12 @@ from typing import Any, Protocol
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from cadenza.errors import CadenzaError
-from cadenza.infra.kafka.clients import ClientErrors, flush_raising_fatal, make_producer
+from cadenza.infra.kafka.clients import (
+    ClientErrors,
+    flush_raising_fatal,
+    make_producer,
+    raise_as_client_error,
+)
 from cadenza.infra.kafka.errors import DeliveryError
 from cadenza.infra.metrics.prometheus import LatencyHistogram
 from cadenza.settings import KafkaSettings
@@ -273,7 +278,10 @@ class Output:
         # more than half the queue): the step has run, so serve deliveries until the record fits.
         self.full_waits += 1
         while True:
-            producer.poll(0.05)
+            try:
+                producer.poll(0.05)
+            except (KafkaException, SystemError) as exc:
+                raise_as_client_error(exc, "serving the worker's deliveries", self._raise_fatal)
             self._raise_fatal()
             try:
                 producer.produce(topic, value, key, partition, headers=headers, on_delivery=self.deliver)
@@ -294,8 +302,13 @@ class Output:
     def serve(self) -> None:
         """Serve delivery reports without waiting: failures are counted (and raised by the next
         :meth:`flush`) only once served, and a fatal error is raised at once."""
-        for producer in self._producers:
-            producer.poll(0)
+        try:
+            for producer in self._producers:
+                producer.poll(0)
+        except (KafkaException, SystemError) as exc:
+            # A fatal error surfaces here too (through a delivery callback): raised raw, the
+            # supervisor, which restarts on cadenza's Kafka errors only, ended the worker for good.
+            raise_as_client_error(exc, "serving the worker's deliveries", self._raise_fatal)
         self._raise_fatal()
 
     def _raise_fatal(self) -> None:

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata
@@ -271,12 +271,22 @@ def flush_raising_fatal(
     try:
         return int(producer.flush(timeout))
     except (KafkaException, SystemError) as exc:
-        if raise_fatal is not None:
-            raise_fatal()
-        cause = exc if isinstance(exc, KafkaException) else exc.__cause__ or exc.__context__
-        if isinstance(cause, KafkaException):
-            raise from_kafka_exception(cause, what) from exc
-        raise
+        raise_as_client_error(exc, what, raise_fatal)
+
+
+def raise_as_client_error(
+    exc: KafkaException | SystemError, what: str, raise_fatal: Callable[[], None] | None = None
+) -> NoReturn:
+    """Raise what a producer call (``flush``, ``poll``) raised as a :class:`KafkaClientError`: the
+    fatal error the client's error callback recorded (``raise_fatal``) if any, else the
+    ``KafkaException`` itself or the one behind a ``SystemError`` from a delivery callback; anything
+    else as it came. Only the exception path pays for it."""
+    if raise_fatal is not None:
+        raise_fatal()
+    cause = exc if isinstance(exc, KafkaException) else exc.__cause__ or exc.__context__
+    if isinstance(cause, KafkaException):
+        raise from_kafka_exception(cause, what) from exc
+    raise exc
 
 
 def flush_or_raise(
