@@ -21,6 +21,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from confluent_kafka import KafkaException
+
+from cadenza.infra.kafka.clients import as_client_error
 from cadenza.infra.kafka.errors import KafkaClientError, TopicError
 from cadenza.infra.metrics import names
 from cadenza.worker.runtime import Worker
@@ -94,8 +97,13 @@ class WorkerSupervisor:
             try:
                 worker.run()
                 return worker
-            except KafkaClientError as exc:
-                if not self._should_restart(worker, exc):
+            except (KafkaClientError, KafkaException, SystemError) as caught:
+                # A raw KafkaException (a fatal producer error raised by a client call the worker
+                # did not wrap) is the same failure of a Kafka client: restart on it too.
+                exc = (
+                    caught if isinstance(caught, KafkaClientError) else as_client_error(caught, "the worker")
+                )
+                if exc is None or not self._should_restart(worker, exc):
                     raise
                 delay = self._note_restart()
                 _log.error(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from cadenza.infra.kafka.errors import KafkaClientError, TopicError
 from cadenza.infra.metrics.prometheus import PrometheusExporter
@@ -56,6 +57,17 @@ def test_a_kafka_client_failure_after_the_join_starts_a_fresh_worker() -> None:
     assert b"cadenza_worker_restarts_total 2.0" in last.exporter.render()
 
 
+def test_a_raw_fatal_kafka_exception_from_a_client_call_restarts_the_worker_too() -> None:
+    # A fatal producer error raised by a confluent-kafka call the worker did not wrap, raw or as the
+    # SystemError a delivery callback turns it into (seen in the kept-data outage test).
+    raw = KafkaException(KafkaError(KafkaError._FATAL, "Unable to produce message: Local: Fatal error"))
+    wrapped = SystemError("<function DeliveryReport.__call__> returned a result with an exception set")
+    wrapped.__cause__ = raw
+    supervisor, made = supervise([StandIn(raw), StandIn(wrapped), StandIn(None)])
+    supervisor.run()
+    assert len(made) == 3 and supervisor.restarts == 2
+
+
 def test_a_restarted_worker_that_cannot_join_yet_is_restarted_again() -> None:
     # The broker is still away when the fresh worker starts: it fails before its join, but this
     # process had joined before, so the failure is the outage's, not a setting to fix.
@@ -77,8 +89,9 @@ def test_too_many_failures_within_the_window_end_the_process() -> None:
         StandIn(fatal(), joined=False),  # never joined: a wrong address or setting, the user's to fix
         StandIn(TopicError("topic x has 2 partitions, 4 needed")),  # restarting cannot fix a topic
         StandIn(ValueError("a bug")),  # not a Kafka client failure
+        StandIn(SystemError("a bug in C code")),  # a SystemError no KafkaException caused
     ],
-    ids=["before-join", "topic-shape", "not-kafka"],
+    ids=["before-join", "topic-shape", "not-kafka", "system-error"],
 )
 def test_failures_a_restart_cannot_fix_propagate_at_once(worker: StandIn) -> None:
     supervisor, made = supervise([worker, StandIn(None)])

@@ -283,10 +283,17 @@ def raise_as_client_error(
     else as it came. Only the exception path pays for it."""
     if raise_fatal is not None:
         raise_fatal()
+    error = as_client_error(exc, what)
+    if error is None:
+        raise exc
+    raise error from exc
+
+
+def as_client_error(exc: BaseException, what: str) -> KafkaClientError | None:
+    """The :class:`KafkaClientError` for a raw ``KafkaException`` (or a ``SystemError`` that one
+    caused in a client callback), else None."""
     cause = exc if isinstance(exc, KafkaException) else exc.__cause__ or exc.__context__
-    if isinstance(cause, KafkaException):
-        raise from_kafka_exception(cause, what) from exc
-    raise exc
+    return from_kafka_exception(cause, what) if isinstance(cause, KafkaException) else None
 
 
 def flush_or_raise(
