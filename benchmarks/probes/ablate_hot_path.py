@@ -39,8 +39,8 @@ from bench_hot_path import measure
 from cadenza.infra.broker.embedded import EmbeddedBroker
 from cadenza.scheduling.context import SchedulingContext, encode_context
 from cadenza.settings import KafkaSettings
-from cadenza.worker.context_stamps import SinkStamper
-from cadenza.worker.executor import Executor
+from cadenza.worker.engine.context_stamps import SinkStamper
+from cadenza.worker.engine.executor import Executor
 
 VARIANTS = ("unscheduled", "cameo", "no_sink_stamp", "constant_header", "bare_executor", "scheduler_only")
 _STAMP = SinkStamper.__call__

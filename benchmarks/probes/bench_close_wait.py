@@ -30,7 +30,7 @@ from cadenza.infra.metrics.prometheus import LatencyHistogram, PrometheusExporte
 from cadenza.pipelines import Pipeline, Tumbling
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker, runtime
-from cadenza.worker.operators import routing
+from cadenza.worker.engine.operators import routing
 
 
 class Visit(BaseModel):

@@ -32,7 +32,7 @@ from cadenza.scheduling import (
     encode_context,
     get_policy,
 )
-from cadenza.worker.context_stamps import WindowRelease, close_function
+from cadenza.worker.engine.context_stamps import WindowRelease, close_function
 
 
 def _typical_context() -> SchedulingContext:

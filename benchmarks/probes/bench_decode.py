@@ -19,8 +19,8 @@ from pydantic import BaseModel
 
 from cadenza.pipelines import Pipeline
 from cadenza.schemas import AvroCodec
-from cadenza.worker.dead_letter import DeadLetters
-from cadenza.worker.decode import SourceDecoder
+from cadenza.worker.engine.dead_letter import DeadLetters
+from cadenza.worker.engine.decode import SourceDecoder
 
 RECORDS = 20_000
 ROUNDS = 7

@@ -28,12 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scenarios"))
 
 from bench_hot_path import messages, started_worker
 
-import cadenza.worker.executor as executor_module
+import cadenza.worker.engine.executor as executor_module
 import cadenza.worker.runtime as runtime_module
 from cadenza.infra.broker.embedded import EmbeddedBroker
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
-from cadenza.worker.executor import Executor
+from cadenza.worker.engine.executor import Executor
 
 Variant = tuple[Callable[..., Any], Callable[..., Any]]
 
@@ -57,7 +57,9 @@ def compiled_method(path: Path, cls: str, name: str, module: ModuleType) -> Call
 
 def variant(root: Path) -> Variant:
     return (
-        compiled_method(root / "cadenza/worker/executor.py", "Executor", "run_quantum", executor_module),
+        compiled_method(
+            root / "cadenza/worker/engine/executor.py", "Executor", "run_quantum", executor_module
+        ),
         compiled_method(root / "cadenza/worker/runtime.py", "Worker", "admit", runtime_module),
     )
 

@@ -2,7 +2,7 @@
 
 Window and join steps read their idle-timeout clock when a record is observed and when the watermark
 is computed. Since the quarantine's serial replay must not count as an input's silence, that clock is
-:class:`cadenza.worker.idle_clock.IdleClock` (a Python method) instead of ``time.monotonic`` (a
+:class:`cadenza.worker.engine.idle_clock.IdleClock` (a Python method) instead of ``time.monotonic`` (a
 builtin). This times one observe and one watermark on a four-input tracker with each clock, and the
 two clocks alone, in microseconds per call (best and median of the repeats).
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scenarios"))
 from _common import environment, per_call_us, write_result
 
 from cadenza.operators.event_time import WatermarkTracker
-from cadenza.worker.idle_clock import IdleClock
+from cadenza.worker.engine.idle_clock import IdleClock
 
 
 def _step(clock: Callable[[], float]) -> Callable[[], object]:

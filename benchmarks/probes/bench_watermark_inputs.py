@@ -33,11 +33,11 @@ from confluent_kafka import Message
 
 from cadenza.infra.kafka.clients import ClientErrors
 from cadenza.pipelines import Pipeline, Tumbling
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.idle_clock import IdleClock
-from cadenza.worker.output import Output
-from cadenza.worker.task import Task, build_tasks
-from cadenza.worker.unit import Unit
+from cadenza.worker.engine.counters import WorkerCounters
+from cadenza.worker.engine.idle_clock import IdleClock
+from cadenza.worker.engine.output import Output
+from cadenza.worker.engine.task import Task, build_tasks
+from cadenza.worker.engine.unit import Unit
 
 MODES = ("window", "chain")
 

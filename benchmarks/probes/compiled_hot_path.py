@@ -45,15 +45,15 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODULES = (
     "cadenza/scheduling/context.py",
     "cadenza/scheduling/scheduler.py",
-    "cadenza/worker/admission.py",
-    "cadenza/worker/context_stamps.py",
-    "cadenza/worker/executor.py",
-    "cadenza/worker/inflight.py",
-    "cadenza/worker/unit.py",
+    "cadenza/worker/engine/admission.py",
+    "cadenza/worker/engine/context_stamps.py",
+    "cadenza/worker/engine/executor.py",
+    "cadenza/worker/engine/inflight.py",
+    "cadenza/worker/engine/unit.py",
     "cadenza/worker/runtime.py",
-    "cadenza/worker/decode.py",
-    "cadenza/worker/operators/stateless.py",
-    "cadenza/worker/operators/routing.py",
+    "cadenza/worker/engine/decode.py",
+    "cadenza/worker/engine/operators/stateless.py",
+    "cadenza/worker/engine/operators/routing.py",
 )
 #: The signature mypyc 2.4 cannot compile (see the module docstring).
 NATIVE_TUPLE_NEXT = "def __next__(self) -> tuple[SchedulingContext, T]:"
@@ -92,7 +92,7 @@ def compiled_copy(where: Path, modules: list[str]) -> Path:
     if NATIVE_TUPLE_NEXT not in text:
         raise SystemExit(f"{scheduler}: Quantum.__next__ changed; update this script's work-around")
     scheduler.write_text(text.replace(NATIVE_TUPLE_NEXT, "def __next__(self) -> object:"))
-    operators = where / "cadenza/worker/operators"
+    operators = where / "cadenza/worker/engine/operators"
     for module in modules:
         if (where / module).parent == operators or module.endswith("worker/decode.py"):
             _without_slots(where / module)

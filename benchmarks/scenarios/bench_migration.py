@@ -14,7 +14,7 @@ in 2 -> 1, once per migration strategy, each on fresh topics, a fresh group and 
   restores them in the callback;
 - ``background``: the worker's default: cooperative-sticky, and the new owner restores in the
   background (``restore_slice``): each moved partition waits, paused, for its own state only, while
-  the worker runs everything else (``cadenza.worker.restoring``).
+  the worker runs everything else (``cadenza.worker.kafka.restoring``).
 
 - ``fluid``: plan ownership (``--ownership plan``, :mod:`cadenza.scaling.ownership`): no group
   rebalance; the harness places every partition on the first worker, and each scale moves the
@@ -84,7 +84,7 @@ from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
 from cadenza.scaling.handover import PlanMover
 from cadenza.scaling.migration import balanced
 from cadenza.settings import KafkaSettings
-from cadenza.worker.topology import split
+from cadenza.worker.engine.topology import split
 
 BENCH_DIR = Path(__file__).resolve().parent
 #: BIG's event time: every record of a run falls in the one-day window starting here (day-aligned).

@@ -47,7 +47,7 @@ from cadenza.scaling.pool import Controller, Pool, WorkerProcesses
 from cadenza.scaling.threshold import ThresholdController
 from cadenza.scheduling.clock import SystemClock
 from cadenza.settings import KafkaSettings
-from cadenza.worker.topology import split
+from cadenza.worker.engine.topology import split
 
 PARTITIONS = 12
 """Divisible by 1, 2, 3, 4 and 6: every pool size up to 4 splits the input evenly, as DS2 assumes."""

@@ -19,7 +19,7 @@ from cadenza.scaling.observe import dataflow
 from cadenza.scaling.pool import Pool, ServiceWorkers, WorkerProcesses
 from cadenza.scheduling.clock import SystemClock
 from cadenza.settings import KafkaSettings
-from cadenza.worker.topology import split
+from cadenza.worker.engine.topology import split
 
 
 def resolve_migration(requested: str, graphs: Sequence[PipelineGraph], *, own_workers: bool) -> str:

@@ -29,7 +29,7 @@ from cadenza.pipelines import Pipeline, load_pipelines
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
 from cadenza.worker.config import ENV_PREFIX, OFF, WorkerConfig, bounds, unit
-from cadenza.worker.group_plan import PlanMismatchError
+from cadenza.worker.kafka.group_plan import PlanMismatchError
 from cadenza.worker.supervisor import WorkerSupervisor
 
 _log = logging.getLogger("cadenza.cli")

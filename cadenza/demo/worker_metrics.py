@@ -95,7 +95,8 @@ def mean_run_seconds(before: str, after: str, tenant: str) -> float | None:
 
 def loop_stalls(before: str, after: str) -> dict[str, dict[str, float]]:
     """Stalls of the worker's loop between two scrapes, by the phase that took longest: how many, and
-    their busy seconds (``cadenza_worker_stalls_total``, see :mod:`cadenza.worker.loop_watch`). Every
+    their busy seconds (``cadenza_worker_stalls_total``, see
+    :mod:`cadenza.worker.reliability.loop_watch`). Every
     tenant's records waited them out, whatever the policy."""
     counts = counter_deltas(before, after, "cadenza_worker_stalls_total", ("phase",))
     seconds = counter_deltas(before, after, "cadenza_worker_stall_seconds_total", ("phase",))

@@ -344,7 +344,7 @@ def unsupported_by_worker(
       topics), so what follows it up to its sinks must not depend on which input partition and offset
       a record came from: a window or another join there would mix the two inputs' offsets in one
       position, a key_by their origins in one repartition topic.
-    - A sink fed window results writes them as the JSON envelope of :mod:`cadenza.worker.wire` (the
+    - A sink fed window results writes them as the JSON envelope of :mod:`cadenza.worker.engine.wire` (the
       window rides beside the value through map, filter, flat_map and branch), so it cannot be Avro.
       A key_by or a join after the window drops the window, and a sink after those may be Avro.
     """

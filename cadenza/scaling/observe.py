@@ -19,7 +19,7 @@ from cadenza.scaling.controller import RateWindow
 from cadenza.scaling.ds2 import InstanceRates
 
 if TYPE_CHECKING:
-    from cadenza.worker.topology import SubTopology
+    from cadenza.worker.engine.topology import SubTopology
 
 __all__ = ["Dataflow", "dataflow", "parse_rates", "rate_window"]
 
@@ -61,7 +61,7 @@ def dataflow(pipelines: Iterable[tuple[str, Sequence[SubTopology]]]) -> Dataflow
 
 
 def parse_rates(exposition: str) -> dict[SubKey, InstanceRates]:
-    """One worker's rate gauges (see :mod:`cadenza.worker.rates`) from its ``/metrics`` text."""
+    """One worker's rate gauges (see :mod:`cadenza.worker.tuning.rates`) from its ``/metrics`` text."""
     fields = {
         names.TRUE_PROCESSING_RATE.name: "true_processing",
         names.TRUE_OUTPUT_RATE.name: "true_output",

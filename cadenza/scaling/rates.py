@@ -8,7 +8,7 @@ gains nothing. This is the stats job's ``true_processing_rate`` (``sum(w) / sum(
 with every execution counted (``w = 1``) instead of sampled spans.
 
 Each closed window is also what a worker publishes on the feedback topic (header ``cadenza-kind:
-true-rates``, see :mod:`cadenza.worker.rates`): :func:`encode_true_rates` writes that record and
+true-rates``, see :mod:`cadenza.worker.tuning.rates`): :func:`encode_true_rates` writes that record and
 :func:`parse_true_rates` reads it back, for a pool or any other consumer of the topic.
 """
 

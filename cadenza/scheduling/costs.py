@@ -214,7 +214,7 @@ class CostModel:
         produce, broker and fetch); the path costs of the operators upstream of it grow by it.
 
         Set from the latency the worker measures where it reads the topic
-        (:class:`~cadenza.worker.hop_estimates.HopEstimates`), not learned here: which quantile of
+        (:class:`~cadenza.worker.tuning.hop_estimates.HopEstimates`), not learned here: which quantile of
         a hop to plan with is the reader's choice.
         """
         if not (0.0 <= seconds < _INF):

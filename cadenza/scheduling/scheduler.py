@@ -5,7 +5,7 @@ one operator-partition in arrival (offset) order, always. Reordering only across
 is what lets deadlines reorder work without breaking keyed state, watermarks or per-partition commits.
 
 Records that share one context object (the worker gives the records of a partition that arrived
-together one context, see :mod:`cadenza.worker.context_stamps`) are stored as one run: one
+together one context, see :mod:`cadenza.worker.engine.context_stamps`) are stored as one run: one
 ``[context, count]`` entry beside the records, so queueing a record costs an identity test and an
 increment instead of a new entry. A run has one priority by construction (a priority is a function of
 the context), so the order is exactly the order of queueing each record with its own equal context;

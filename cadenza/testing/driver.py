@@ -1,9 +1,9 @@
 """Run pipelines in-process with no broker, on a virtual clock: cadenza's ``TopologyTestDriver``.
 
-The driver assembles the pipelines exactly as a worker does (:func:`cadenza.worker.plan.assemble`:
+The driver assembles the pipelines exactly as a worker does (:func:`cadenza.worker.engine.plan.assemble`:
 the same tasks, operators, schedules, policy and :class:`~cadenza.scheduling.Scheduler`, run by the
-worker's :class:`~cadenza.worker.executor.Executor`); only the Kafka transport is swapped for the
-in-memory one of :mod:`cadenza.worker.memory`. So a test of a pipeline exercises the code that runs
+worker's :class:`~cadenza.worker.engine.executor.Executor`); only the Kafka transport is swapped for the
+in-memory one of :mod:`cadenza.worker.engine.memory`. So a test of a pipeline exercises the code that runs
 it in production: decoding (bad input is dead-lettered), scheduling contexts, event time, windows,
 lateness, key_by repartitioning and the watermark's progress records.
 
@@ -49,21 +49,21 @@ from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext, decode
 from cadenza.scheduling.policy import SchedulingPolicy
 from cadenza.scheduling.scheduler import Scheduler
 from cadenza.state import StateStore, store_factory
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.dead_letter import PipelineStoppedError
-from cadenza.worker.decode import SourceDecoder, value_codec
-from cadenza.worker.executor import Executor, SchedKey
-from cadenza.worker.memory import MemoryProducer, MemoryTopics, StoredRecord
-from cadenza.worker.operators.join_step import JoinInput
-from cadenza.worker.operators.process_step import ProcessOp
-from cadenza.worker.operators.window_step import WindowOp
-from cadenza.worker.output import Output
-from cadenza.worker.plan import assemble
+from cadenza.worker.engine.counters import WorkerCounters
+from cadenza.worker.engine.dead_letter import PipelineStoppedError
+from cadenza.worker.engine.decode import SourceDecoder, value_codec
+from cadenza.worker.engine.executor import Executor, SchedKey
+from cadenza.worker.engine.memory import MemoryProducer, MemoryTopics, StoredRecord
+from cadenza.worker.engine.operators.join_step import JoinInput
+from cadenza.worker.engine.operators.process_step import ProcessOp
+from cadenza.worker.engine.operators.window_step import WindowOp
+from cadenza.worker.engine.output import Output
+from cadenza.worker.engine.plan import assemble
+from cadenza.worker.engine.topics import plan_topics
+from cadenza.worker.engine.topology import SubTopology, check_copartitioned, split
+from cadenza.worker.engine.unit import Unit
+from cadenza.worker.engine.wire import encode_sink_key
 from cadenza.worker.runtime import make_policy
-from cadenza.worker.topics import plan_topics
-from cadenza.worker.topology import SubTopology, check_copartitioned, split
-from cadenza.worker.unit import Unit
-from cadenza.worker.wire import encode_sink_key
 
 __all__ = ["OutputRecord", "PipelineDriver"]
 

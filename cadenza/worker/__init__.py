@@ -17,7 +17,7 @@ and records) that :class:`cadenza.testing.PipelineDriver` runs the same plan on.
 
 Users need :class:`Worker`, its settings :class:`WorkerConfig` (and :class:`UnsupportedStepError`,
 which it raises for a step it cannot run); everything else is internal and imported from its
-module. The names load on first use, so importing one internal module (``cadenza.worker.topology``)
+module. The names load on first use, so importing one internal module (``cadenza.worker.engine.topology``)
 does not pull in the Kafka runtime.
 """
 
@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cadenza.worker.config import WorkerConfig
+    from cadenza.worker.engine.topology import UnsupportedStepError
     from cadenza.worker.runtime import Worker
-    from cadenza.worker.topology import UnsupportedStepError
 
 _EXPORTS = {
     "Worker": "cadenza.worker.runtime",
     "WorkerConfig": "cadenza.worker.config",
-    "UnsupportedStepError": "cadenza.worker.topology",
+    "UnsupportedStepError": "cadenza.worker.engine.topology",
 }
 
 __all__ = ["UnsupportedStepError", "Worker", "WorkerConfig"]

@@ -23,7 +23,7 @@ from cadenza.analysis.kafka_trace import ACTIVITIES_TOPIC
 from cadenza.errors import ConfigError
 from cadenza.infra.metrics.discovery import DEFAULT_DISCOVERY_TOPIC
 from cadenza.settings import describe_validation_error
-from cadenza.worker.lanes import lane_bounds
+from cadenza.worker.kafka.lanes import lane_bounds
 
 __all__ = ["ENV_PREFIX", "WorkerConfig", "bounds", "settings_table", "unit"]
 

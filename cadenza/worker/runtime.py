@@ -1,15 +1,15 @@
 """The worker: fetch -> decode -> schedule -> run -> produce -> commit, for every pipeline of the process.
 
 One group reads every source and repartition topic of every pipeline, through one consumer per fetch
-lane (:mod:`cadenza.worker.lanes`: topics of latency-sensitive pipelines apart from bulk ones, so an
+lane (:mod:`cadenza.worker.kafka.lanes`: topics of latency-sensitive pipelines apart from bulk ones, so an
 urgent record never waits in librdkafka's queue behind bulk records fetched before it; one lane, one
 consumer, when the pipelines' targets are alike), and one producer per lane writes what the lane's
 pipelines write (a bulk lane's lingering longer, so that its records leave in few requests).
-:meth:`Worker.start` creates the topics, assembles the plan in one pass (:mod:`cadenza.worker.plan`:
+:meth:`Worker.start` creates the topics, assembles the plan in one pass (:mod:`cadenza.worker.engine.plan`:
 tasks whose operators get their stamps and metrics when built, and their schedules) and joins the
 group. Each :meth:`Worker.step`:
 
-1. **fetch** (:mod:`cadenza.worker.fetcher`): ``consume()`` from every lane, most urgent first, as
+1. **fetch** (:mod:`cadenza.worker.kafka.fetcher`): ``consume()`` from every lane, most urgent first, as
    many records as the scheduler's buffer has room for (at most ``batch_size`` or a partition's
    share). A partition holding its fair share of the buffer is paused until it drained to half, so
    a burst is held back at the broker while other tenants' partitions keep flowing; if the buffer
@@ -18,17 +18,17 @@ group. Each :meth:`Worker.step`:
    wait out its whole timeout for one): it takes what the client holds, and only with nothing
    queued anywhere waits up to ``poll_timeout`` for the next single record;
 2. **decode and admit** (:meth:`Worker.admit`, the one place a record enters the scheduler): per
-   record and per sub-topology reading its topic, a :class:`~cadenza.worker.unit.Unit` (or a dead
-   letter) with a scheduling context (:mod:`cadenza.worker.context_stamps`), queued in its
+   record and per sub-topology reading its topic, a :class:`~cadenza.worker.engine.unit.Unit` (or a dead
+   letter) with a scheduling context (:mod:`cadenza.worker.engine.context_stamps`), queued in its
    operator-partition (sub-topology, input partition);
-3. **run** (:mod:`cadenza.worker.executor`): quanta picked by the policy's priority of each
+3. **run** (:mod:`cadenza.worker.engine.executor`): quanta picked by the policy's priority of each
    operator-partition's head record (:class:`~cadenza.scheduling.Scheduler`), for up to
    ``run_slice`` seconds (and no new quantum while the producer pushes back), then back to fetching
    so that newly arrived urgent records are seen. Each run is timed; the measurement goes to the
    policy as a reply (so cost estimates learn at once), to the Prometheus histograms and, sampled,
    to the spans topic;
 4. **produce**: operators produce asynchronously as they run;
-5. **commit** (:mod:`cadenza.worker.checkpoint`), every ``commit_interval`` seconds or when the
+5. **commit** (:mod:`cadenza.worker.kafka.checkpoint`), every ``commit_interval`` seconds or when the
    buffer is empty, without waiting: a checkpoint takes the committable offset of each partition
    (below it every record's units ran, despite the reordering) and the window changelog writes, and
    seals the output's epoch; later steps write the changelog once those outputs are acknowledged and
@@ -38,13 +38,13 @@ So a committed offset always has every output and every state write of the recor
 acknowledged: at-least-once, with dead-lettered records committed too (their dead letter was
 acknowledged).
 
-Rebalancing (:mod:`cadenza.worker.rebalance`; cooperative-sticky, so assignments are incremental):
+Rebalancing (:mod:`cadenza.worker.kafka.rebalance`; cooperative-sticky, so assignments are incremental):
 a newly assigned partition with window or join state is assigned paused, and its state is read
-back from its changelog a slice at a time between runs of records (:mod:`cadenza.worker.restoring`);
+back from its changelog a slice at a time between runs of records (:mod:`cadenza.worker.kafka.restoring`);
 the partition is resumed once its own state is back, while the others run on. On revocation, what
 finished is committed and the queued records of the revoked partitions are dropped from the
 scheduler: they are handed back, uncommitted, to the partition's next owner. Under plan ownership
-(:mod:`cadenza.worker.ownership`) the same paths take and release partitions, driven by the plan
+(:mod:`cadenza.worker.kafka.ownership`) the same paths take and release partitions, driven by the plan
 instead of the group, and a moved partition's state comes from a warm copy.
 """
 
@@ -92,22 +92,29 @@ from cadenza.scheduling.scheduler import Scheduler
 from cadenza.settings import KafkaSettings
 from cadenza.state import ChangelogReplay
 from cadenza.state.factory import StoreFactory, store_factory
-from cadenza.worker.admission import PartitionBatch, StageBatch
-from cadenza.worker.checkpoint import Checkpoint
 from cadenza.worker.config import WorkerConfig
-from cadenza.worker.context_stamps import TaskSchedule
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.crash_slot import IDLE, UNKNOWN, CrashSlot, default_crash_dir, idle_words
-from cadenza.worker.dead_letter import PipelineStoppedError
-from cadenza.worker.decode import make_registry_client
-from cadenza.worker.executor import Executor, SchedKey
-from cadenza.worker.fetcher import Fetcher, FlowControl
-from cadenza.worker.gc_tuning import GcTuning
-from cadenza.worker.group_plan import GroupPlan, check_group_plan, groups_topic_spec
-from cadenza.worker.hop_estimates import DEFAULT_HOP_QUANTILE, HopEstimates, check_hop_quantile
-from cadenza.worker.idle_clock import READ_GAP, IdleClock
-from cadenza.worker.inflight import Pending
-from cadenza.worker.lanes import (
+from cadenza.worker.engine.admission import PartitionBatch, StageBatch
+from cadenza.worker.engine.context_stamps import TaskSchedule
+from cadenza.worker.engine.counters import WorkerCounters
+from cadenza.worker.engine.dead_letter import PipelineStoppedError
+from cadenza.worker.engine.decode import make_registry_client
+from cadenza.worker.engine.executor import Executor, SchedKey
+from cadenza.worker.engine.idle_clock import READ_GAP, IdleClock
+from cadenza.worker.engine.inflight import Pending
+from cadenza.worker.engine.operators.progress import FrontierTap
+from cadenza.worker.engine.operators.routing import KeyByOp, progress_due
+from cadenza.worker.engine.operators.stateful import StatefulStep
+from cadenza.worker.engine.output import Output
+from cadenza.worker.engine.plan import Decode, WorkerPlan, assemble
+from cadenza.worker.engine.task import Task
+from cadenza.worker.engine.topics import plan_topics, written_topics
+from cadenza.worker.engine.topology import SubTopology, check_copartitioned, join_inputs, split
+from cadenza.worker.engine.unit import Unit
+from cadenza.worker.engine.wire import is_progress
+from cadenza.worker.kafka.checkpoint import Checkpoint
+from cadenza.worker.kafka.fetcher import Fetcher, FlowControl
+from cadenza.worker.kafka.group_plan import GroupPlan, check_group_plan, groups_topic_spec
+from cadenza.worker.kafka.lanes import (
     Lane,
     ProduceLane,
     joint_targets,
@@ -115,22 +122,15 @@ from cadenza.worker.lanes import (
     plan_produce_lanes,
     topic_targets,
 )
-from cadenza.worker.loop_watch import LoopWatch
-from cadenza.worker.operators.progress import FrontierTap
-from cadenza.worker.operators.routing import KeyByOp, progress_due
-from cadenza.worker.operators.stateful import StatefulStep
-from cadenza.worker.output import Output
-from cadenza.worker.ownership import PlanFollower, warm_read_budget
-from cadenza.worker.plan import Decode, WorkerPlan, assemble
-from cadenza.worker.quarantine import QuarantineGuard, quarantine_topic_spec
-from cadenza.worker.rates import RatesPublisher, track_true_rates
-from cadenza.worker.rebalance import Rebalance
-from cadenza.worker.restoring import StateRestorer
-from cadenza.worker.task import Task
-from cadenza.worker.topics import plan_topics, written_topics
-from cadenza.worker.topology import SubTopology, check_copartitioned, join_inputs, split
-from cadenza.worker.unit import Unit
-from cadenza.worker.wire import is_progress
+from cadenza.worker.kafka.ownership import PlanFollower, warm_read_budget
+from cadenza.worker.kafka.rebalance import Rebalance
+from cadenza.worker.kafka.restoring import StateRestorer
+from cadenza.worker.reliability.crash_slot import IDLE, UNKNOWN, CrashSlot, default_crash_dir, idle_words
+from cadenza.worker.reliability.loop_watch import LoopWatch
+from cadenza.worker.reliability.quarantine import QuarantineGuard, quarantine_topic_spec
+from cadenza.worker.tuning.gc_tuning import GcTuning
+from cadenza.worker.tuning.hop_estimates import DEFAULT_HOP_QUANTILE, HopEstimates, check_hop_quantile
+from cadenza.worker.tuning.rates import RatesPublisher, track_true_rates
 
 __all__ = ["Worker", "default_group", "make_policy"]
 
@@ -191,11 +191,11 @@ class Worker:
     ``docs/concepts/watermarks.md``). ``progress_interval``: the most seconds between progress records a
     key_by sends to every partition of its repartition topic, for the watermarks downstream.
     ``hop_quantile``: the quantile of each repartition hop's recent latency that the path costs of
-    the operators upstream of it count (:mod:`cadenza.worker.hop_estimates`); 0 leaves hops out.
+    the operators upstream of it count (:mod:`cadenza.worker.tuning.hop_estimates`); 0 leaves hops out.
     ``activities_topic``: where the worker sends its activity trace (per interval: fetch, quantum,
     commit) for ``cadenza analyze`` (:mod:`cadenza.analysis`); ``None`` records nothing.
     ``replace_plan``: take over the group even if it runs other pipelines and still has live members
-    (a worker of another plan is otherwise refused: :mod:`cadenza.worker.group_plan`).
+    (a worker of another plan is otherwise refused: :mod:`cadenza.worker.kafka.group_plan`).
     ``max_poll_interval``: seconds a user call may run before the group declares this worker's
     partitions lost (``max.poll.interval.ms``); ``hang_timeout`` (default: 80 % of it): seconds after
     which the watchdog pins a running call as a possible poison pill (:mod:`.quarantine`).
@@ -205,12 +205,12 @@ class Worker:
     :class:`~cadenza.state.StateStore`) or its ``package.module:factory`` path; either way the changelog
     topics are the state's durable copy, and a partition's state is rebuilt from them when it is assigned.
     Each sub-topology's true and observed rates (for scaling) are exported over windows of
-    ``rate_window_s`` (None: ``CADENZA_RATE_WINDOW_S`` or 10 s; see :mod:`cadenza.worker.rates`).
+    ``rate_window_s`` (None: ``CADENZA_RATE_WINDOW_S`` or 10 s; see :mod:`cadenza.worker.tuning.rates`).
     ``lanes``: how topics are split into fetch lanes, one consumer each (``auto``: by the tightest
     latency target of the pipelines reading them; ``off``: one consumer; or ascending bounds in ms,
-    ``500,10000``; see :mod:`cadenza.worker.lanes`). ``fetch_wait``: the most urgent lane's broker wait
+    ``500,10000``; see :mod:`cadenza.worker.kafka.lanes`). ``fetch_wait``: the most urgent lane's broker wait
     for records, in seconds (librdkafka's ``fetch.wait.max.ms``), and the least any lane waits: the
-    lanes behind it wait a share of their own target (:func:`cadenza.worker.lanes.patient_fetch`).
+    lanes behind it wait a share of their own target (:func:`cadenza.worker.kafka.lanes.patient_fetch`).
     ``gc_young_threshold``: while the worker is started, the cyclic garbage collector's young-generation
     threshold (the interpreter's default is 700) and what was alive at the start frozen out of its walks,
     so buffered records are not walked again and again; 0 leaves the collector alone (:mod:`.gc_tuning`).
@@ -408,7 +408,7 @@ class Worker:
             settle=self._settle_gc,
         )
         self.restore_slice = restore_slice
-        #: What the started worker runs (see :mod:`cadenza.worker.plan`); ``None`` until :meth:`start`.
+        #: What the started worker runs (see :mod:`cadenza.worker.engine.plan`); ``None`` until :meth:`start`.
         self.plan: WorkerPlan | None = None
         self._tasks: list[Task] = []
         self._routes: dict[str, tuple[Task, ...]] = {}
@@ -641,7 +641,7 @@ class Worker:
             # for co-partitioned topics, cooperative-sticky does not.
             overrides["partition.assignment.strategy"] = "range"
         overrides["max.poll.interval.ms"] = round(self.max_poll_interval * 1000)
-        # Each lane's prefetch bounds (see cadenza.worker.lanes), then what the caller overrides.
+        # Each lane's prefetch bounds (see cadenza.worker.kafka.lanes), then what the caller overrides.
         given = self._consumer_overrides
         assignor = str({**overrides, **given}.get("partition.assignment.strategy", DEFAULT_ASSIGNOR))
         self._rebalance.eager = "cooperative" not in assignor
@@ -947,7 +947,7 @@ class Worker:
         """Decode each record for each sub-topology reading its topic and queue the units.
 
         The units are queued when the whole batch is decoded, a run at a time (see
-        :mod:`cadenza.worker.admission`), also when a decode raises.
+        :mod:`cadenza.worker.engine.admission`), also when a decode raises.
         """
         now = time.time()
         enqueued = time.perf_counter()
@@ -1032,7 +1032,7 @@ class Worker:
         topic_stages = self._stages.get(topic, ())
         # One sub-topology reads the topic and none is stopped: each record is one unit, and the
         # units of one operator-partition run in offset order, so the partition's records in this
-        # batch share one pending entry (see cadenza.worker.inflight).
+        # batch share one pending entry (see cadenza.worker.engine.inflight).
         run: Pending | None = None
         if holds == 0 and len(topic_stages) == 1:
             run = [offset, 0]
@@ -1064,7 +1064,7 @@ class Worker:
 
     def run_for(self, seconds: float) -> int:
         """Run quanta, best priority first, until the buffer is empty, ``seconds`` have passed or the
-        producer pushes back (see :mod:`cadenza.worker.executor`)."""
+        producer pushes back (see :mod:`cadenza.worker.engine.executor`)."""
         return self._executor.run_for(seconds)
 
     def stop_pipeline(self, stopped: PipelineStoppedError) -> None:
@@ -1116,7 +1116,8 @@ class Worker:
         }
 
     def _flow_control(self) -> None:
-        """Pause and resume partitions for the buffer as it is now (see :mod:`cadenza.worker.fetcher`)."""
+        """Pause and resume partitions for the buffer as it is now (see
+        :mod:`cadenza.worker.kafka.fetcher`)."""
         fetcher, output = self._fetcher, self._output
         if fetcher is None or output is None or not self._consumers:
             return
@@ -1156,7 +1157,7 @@ class Worker:
 
     def send_due_progress(self) -> None:
         """After each quantum: progress records, if due (see
-        :func:`~cadenza.worker.operators.routing.progress_due`).
+        :func:`~cadenza.worker.engine.operators.routing.progress_due`).
 
         Above all when a key_by was just handed a record that moves its input partition past the
         next window close downstream: a window at a repartition partition that gets no records from
@@ -1213,7 +1214,7 @@ class Worker:
     def commit(self) -> None:
         """Commit everything that finished, waiting until it is durable: outputs acknowledged, then
         state changelogged, then offsets committed (a revocation, a stop; the run loop's own
-        checkpoints do not wait, see :mod:`cadenza.worker.checkpoint`)."""
+        checkpoints do not wait, see :mod:`cadenza.worker.kafka.checkpoint`)."""
         if self._output is None:
             raise CadenzaError("the worker is not started")
         self._checkpoint.commit(self._committing())
@@ -1264,7 +1265,7 @@ class Worker:
                 fetcher.owner(topic).resume([TopicPartition(topic, partition)])
             _log.info("assigned %s (state restored)", ", ".join(f"{t}[{p}]" for t, p in ready))
 
-    # The quarantine guard's view of ownership (see cadenza.worker.quarantine): how newly assigned
+    # The quarantine guard's view of ownership (see cadenza.worker.reliability.quarantine): how newly assigned
     # partitions' first records run; a clean release clears their suspicion; a loss does not.
     def _guard_assigned(self, partitions: list[TopicPartition]) -> None:
         if self._slot is not None:  # their table entries, before any of their records runs
@@ -1308,7 +1309,7 @@ class Worker:
 
 
 class _PlanHands:
-    """The worker's side of plan ownership (:class:`~cadenza.worker.ownership.Hands`): taking and
+    """The worker's side of plan ownership (:class:`~cadenza.worker.kafka.ownership.Hands`): taking and
     releasing partitions goes through the rebalance handler, as if the group had assigned or revoked
     them, so commits, restores, the quarantine guard and the log lines stay the same."""
 

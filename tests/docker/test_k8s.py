@@ -21,7 +21,7 @@ from tests.docker.test_static import KNOWN_ENV, StrictLoader, environment, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "docker" / "k8s"
-# Read by cadenza/worker/rates.py and the controller's settings rather than by a CLI option.
+# Read by cadenza/worker/tuning/rates.py and the controller's settings rather than by a CLI option.
 EXTRA_ENV = {"CADENZA_RATE_WINDOW_S"} | {f"CADENZA_POOL_{f.upper()}" for f in ControllerSettings.model_fields}
 
 

@@ -31,7 +31,7 @@ from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
-from cadenza.worker.dead_letter import OPERATOR_HEADER, SOURCE_OFFSET_HEADER, SOURCE_TOPIC_HEADER
+from cadenza.worker.engine.dead_letter import OPERATOR_HEADER, SOURCE_OFFSET_HEADER, SOURCE_TOPIC_HEADER
 from tests.reliability._support import group, latencies, percentile, quick
 from tests.worker.kafka_io import produce, reading, running
 

@@ -36,7 +36,7 @@ from cadenza.settings import KafkaSettings
 from cadenza.state import encode_key
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
-from cadenza.worker.dead_letter import (
+from cadenza.worker.engine.dead_letter import (
     CONTEXT_HEADER_ERROR,
     DISPOSITION_HEADER,
     NOT_PROCESSED,
@@ -47,8 +47,8 @@ from cadenza.worker.dead_letter import (
     SOURCE_TOPIC_HEADER,
     VALUE_OMITTED_HEADER,
 )
-from cadenza.worker.output import Output, RecordTooLargeError, too_large
-from cadenza.worker.wire import ORIGIN_HEADER, decode_record_value, encode_record_value, pack_origin
+from cadenza.worker.engine.output import Output, RecordTooLargeError, too_large
+from cadenza.worker.engine.wire import ORIGIN_HEADER, decode_record_value, encode_record_value, pack_origin
 from tests.reliability._support import Headed, group, produce_with_headers, quick
 from tests.worker.kafka_io import reading, running
 

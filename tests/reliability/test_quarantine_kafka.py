@@ -24,7 +24,7 @@ import pytest
 
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
-from cadenza.worker.dead_letter import DISPOSITION_HEADER, SOURCE_OFFSET_HEADER
+from cadenza.worker.engine.dead_letter import DISPOSITION_HEADER, SOURCE_OFFSET_HEADER
 from tests.reliability._support import Headed, WorkerProcess, group, produce_with_headers, quick
 from tests.worker.kafka_io import Reader, Record, reading
 

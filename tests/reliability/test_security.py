@@ -41,7 +41,7 @@ from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
-from cadenza.worker.output import Output
+from cadenza.worker.engine.output import Output
 from tests.reliability._support import ROOT, group
 from tests.worker.kafka_io import produce, reading, running
 

@@ -37,7 +37,7 @@ from cadenza.infra.kafka.clients import make_consumer
 from cadenza.schemas.errors import ERROR_TYPE_HEADER
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
-from cadenza.worker.dead_letter import QUARANTINED_ERROR
+from cadenza.worker.engine.dead_letter import QUARANTINED_ERROR
 from tests.reliability._support import WorkerProcess, quick, wait_reading
 from tests.worker.kafka_io import Outgoing, Reader, Record, produce
 

@@ -11,7 +11,7 @@ from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.pipelines import Pipeline
 from cadenza.scaling import InstanceRates, decide
 from cadenza.scaling.observe import dataflow, parse_rates, rate_window
-from cadenza.worker.topology import split
+from cadenza.worker.engine.topology import split
 
 
 class Item(BaseModel):

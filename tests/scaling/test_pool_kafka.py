@@ -20,7 +20,7 @@ from cadenza.scaling.pool import POOL_DECISION_KIND, Pool, WorkerProcesses, wait
 from cadenza.scheduling.clock import SystemClock
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
-from cadenza.worker.topology import split
+from cadenza.worker.engine.topology import split
 from tests.worker.kafka_io import reading
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]

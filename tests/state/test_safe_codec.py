@@ -28,7 +28,7 @@ from cadenza.state.safe_codec import (
     register_function_models,
     register_model,
 )
-from cadenza.worker.wire import decode_record_value, encode_record_value
+from cadenza.worker.engine.wire import decode_record_value, encode_record_value
 
 
 class Point(BaseModel):

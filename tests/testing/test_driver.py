@@ -14,7 +14,7 @@ from cadenza.errors import CadenzaError
 from cadenza.pipelines import Pipeline, Tumbling
 from cadenza.scheduling.clock import VirtualClock
 from cadenza.testing import PipelineDriver
-from cadenza.worker.memory import partition_for
+from cadenza.worker.engine.memory import partition_for
 
 START = 1_700_000_000.0
 

@@ -1,4 +1,4 @@
-"""A stand-in for the worker's :class:`~cadenza.worker.output.Output` in tests of operators and tasks
+"""A stand-in for the worker's :class:`~cadenza.worker.engine.output.Output` in tests of operators and tasks
 run without a broker: it keeps what would have been produced, in order.
 
 One class for every such test, so that a method the operators start asking of their output (as
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
-from cadenza.worker.output import Output
+from cadenza.worker.engine.output import Output
 
 __all__ = ["Produced", "RecordingOutput"]
 

@@ -2,7 +2,7 @@
 
 Admission queues a batch's records a run at a time once the batch is decoded, and lets a source
 record share the context of the record before it in its partition when both have no headers and the
-same Kafka timestamp (see :mod:`cadenza.worker.admission`). Checked here on random batches (seeded,
+same Kafka timestamp (see :mod:`cadenza.worker.engine.admission`). Checked here on random batches (seeded,
 several per test) through a started worker on the real broker; the records are built in memory so
 that timestamps, headers and the interleaving of partitions can be chosen: every record is queued
 once, in offset order per operator-partition; contexts are shared exactly where the rule says and
@@ -29,7 +29,7 @@ from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext, decode
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
-from cadenza.worker.unit import Unit
+from cadenza.worker.engine.unit import Unit
 
 pytestmark = pytest.mark.kafka
 

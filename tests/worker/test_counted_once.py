@@ -11,11 +11,11 @@ from confluent_kafka import KafkaError, KafkaException, Message
 
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.operators import Late, Window
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.dead_letter import DeadLetters
-from cadenza.worker.operators.routing import KeyByOp, SinkOp
-from cadenza.worker.output import Epoch, RecordTooLargeError
-from cadenza.worker.unit import Unit
+from cadenza.worker.engine.counters import WorkerCounters
+from cadenza.worker.engine.dead_letter import DeadLetters
+from cadenza.worker.engine.operators.routing import KeyByOp, SinkOp
+from cadenza.worker.engine.output import Epoch, RecordTooLargeError
+from cadenza.worker.engine.unit import Unit
 from tests.worker.recording_output import Produced, RecordingOutput
 
 

@@ -13,7 +13,7 @@ from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
-from cadenza.worker.dead_letter import (
+from cadenza.worker.engine.dead_letter import (
     OPERATOR_HEADER,
     SOURCE_OFFSET_HEADER,
     SOURCE_PARTITION_HEADER,

@@ -20,9 +20,9 @@ from confluent_kafka import Consumer, TopicPartition
 from cadenza.infra.kafka.clients import make_consumer, make_producer
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.fetcher import Fetcher, FlowControl
-from cadenza.worker.rebalance import Rebalance
+from cadenza.worker.engine.counters import WorkerCounters
+from cadenza.worker.kafka.fetcher import Fetcher, FlowControl
+from cadenza.worker.kafka.rebalance import Rebalance
 
 pytestmark = pytest.mark.kafka
 

@@ -13,7 +13,7 @@ from cadenza.schemas import SCHEMA_FP_HEADER, AvroCodec
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
-from cadenza.worker.output import Output
+from cadenza.worker.engine.output import Output
 from tests.worker.kafka_io import produce, reading, running
 
 pytestmark = pytest.mark.kafka

@@ -22,7 +22,7 @@ from cadenza.pipelines import Tumbling
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
-from cadenza.worker.group_plan import GroupPlan, PlanMismatchError, decide_plan, plan_fingerprint
+from cadenza.worker.kafka.group_plan import GroupPlan, PlanMismatchError, decide_plan, plan_fingerprint
 from tests.reliability._support import group, quick
 from tests.worker.kafka_io import produce, reading, running
 

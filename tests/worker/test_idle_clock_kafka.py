@@ -26,9 +26,9 @@ from cadenza.settings import KafkaSettings
 from cadenza.state import encode_key
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
-from cadenza.worker.idle_clock import IdleClock
-from cadenza.worker.operators.routing import HEARTBEAT_FLOOR
-from cadenza.worker.wire import (
+from cadenza.worker.engine.idle_clock import IdleClock
+from cadenza.worker.engine.operators.routing import HEARTBEAT_FLOOR
+from cadenza.worker.engine.wire import (
     ORIGIN_HEADER,
     PROGRESS_HEADER,
     encode_record_value,

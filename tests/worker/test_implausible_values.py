@@ -12,8 +12,8 @@ import pytest
 
 from cadenza.operators import Window
 from cadenza.schemas import codec_for
-from cadenza.worker.decode import EVENT_TIME_MAX_AHEAD, event_time_seconds, plausible_event_time
-from cadenza.worker.wire import encode_window_result
+from cadenza.worker.engine.decode import EVENT_TIME_MAX_AHEAD, event_time_seconds, plausible_event_time
+from cadenza.worker.engine.wire import encode_window_result
 
 
 def strict_json(data: bytes) -> Any:

@@ -7,11 +7,11 @@ from typing import Any
 from confluent_kafka import Message
 
 from cadenza.state import InMemoryStateStore, Position
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.dead_letter import OPERATOR_HEADER, DeadLetters
-from cadenza.worker.operators.base import Operator
-from cadenza.worker.operators.join_step import JoinOp
-from cadenza.worker.unit import Unit
+from cadenza.worker.engine.counters import WorkerCounters
+from cadenza.worker.engine.dead_letter import OPERATOR_HEADER, DeadLetters
+from cadenza.worker.engine.operators.base import Operator
+from cadenza.worker.engine.operators.join_step import JoinOp
+from cadenza.worker.engine.unit import Unit
 from tests.worker.recording_output import RecordingOutput
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from cadenza.settings import KafkaSettings
 from cadenza.state import encode_key
 from cadenza.testing.pytest_plugin import NewTopic
-from cadenza.worker.memory import partition_for
-from cadenza.worker.output import Output
+from cadenza.worker.engine.memory import partition_for
+from cadenza.worker.engine.output import Output
 from tests.worker.kafka_io import reading
 
 

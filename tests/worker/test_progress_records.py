@@ -24,7 +24,7 @@ from cadenza.settings import KafkaSettings
 from cadenza.state import encode_key
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
-from cadenza.worker.wire import PROGRESS_HEADER, unpack_progress
+from cadenza.worker.engine.wire import PROGRESS_HEADER, unpack_progress
 from tests.worker.kafka_io import Outgoing, Reader, fetched, produce, reading, running
 
 pytestmark = pytest.mark.kafka

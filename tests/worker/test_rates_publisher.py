@@ -10,8 +10,8 @@ from cadenza.infra.kafka.headers import get_header
 from cadenza.infra.metrics.feedback import KIND_HEADER, TRUE_RATES_KIND
 from cadenza.scaling import RateSample, TrueRateMeter, parse_true_rates
 from cadenza.scheduling.clock import VirtualClock
-from cadenza.worker.memory import MemoryProducer, MemoryTopics
-from cadenza.worker.rates import RatesPublisher, SubTopologyKey
+from cadenza.worker.engine.memory import MemoryProducer, MemoryTopics
+from cadenza.worker.tuning.rates import RatesPublisher, SubTopologyKey
 
 TOPIC = "feedback"
 KEY: SubTopologyKey = ("acme", "clicks", "clicks.in")

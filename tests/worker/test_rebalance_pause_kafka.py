@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 from cadenza.infra.kafka.clients import make_consumer, make_producer
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
-from cadenza.worker.rebalance import Rebalance
+from cadenza.worker.kafka.rebalance import Rebalance
 
 pytestmark = pytest.mark.kafka
 

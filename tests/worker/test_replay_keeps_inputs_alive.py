@@ -17,11 +17,11 @@ from confluent_kafka import Message
 from cadenza.operators import WatermarkTracker
 from cadenza.pipelines import Tumbling
 from cadenza.pipelines.graph import NodeFunctions
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.dead_letter import DeadLetters
-from cadenza.worker.operators.base import Operator
-from cadenza.worker.operators.window_step import WindowOp
-from cadenza.worker.unit import Unit
+from cadenza.worker.engine.counters import WorkerCounters
+from cadenza.worker.engine.dead_letter import DeadLetters
+from cadenza.worker.engine.operators.base import Operator
+from cadenza.worker.engine.operators.window_step import WindowOp
+from cadenza.worker.engine.unit import Unit
 from tests.worker.recording_output import RecordingOutput
 
 

@@ -14,10 +14,10 @@ from cadenza.infra.kafka.errors import KafkaClientError
 from cadenza.settings import KafkaSettings
 from cadenza.state import ChangelogView, InMemoryStateStore, Position
 from cadenza.testing.pytest_plugin import NewTopic
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.idle_clock import IdleClock
-from cadenza.worker.operators.stateful import StatefulStep
-from cadenza.worker.restoring import StateRestorer
+from cadenza.worker.engine.counters import WorkerCounters
+from cadenza.worker.engine.idle_clock import IdleClock
+from cadenza.worker.engine.operators.stateful import StatefulStep
+from cadenza.worker.kafka.restoring import StateRestorer
 from tests.worker.kafka_io import produce
 
 pytestmark = pytest.mark.kafka

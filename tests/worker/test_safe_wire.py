@@ -10,13 +10,13 @@ from cadenza.pipelines import Tumbling
 from cadenza.pipelines.graph import NodeFunctions
 from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
 from cadenza.state import decode_key, decode_value
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.dead_letter import OPERATOR_HEADER, DeadLetters
-from cadenza.worker.operators.base import Operator
-from cadenza.worker.operators.routing import KeyByOp
-from cadenza.worker.operators.window_step import WindowOp
-from cadenza.worker.unit import Unit
-from cadenza.worker.wire import decode_record_value
+from cadenza.worker.engine.counters import WorkerCounters
+from cadenza.worker.engine.dead_letter import OPERATOR_HEADER, DeadLetters
+from cadenza.worker.engine.operators.base import Operator
+from cadenza.worker.engine.operators.routing import KeyByOp
+from cadenza.worker.engine.operators.window_step import WindowOp
+from cadenza.worker.engine.unit import Unit
+from cadenza.worker.engine.wire import decode_record_value
 from tests.worker.recording_output import RecordingOutput
 
 

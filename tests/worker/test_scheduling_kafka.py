@@ -58,7 +58,7 @@ def test_a_flood_of_ten_times_the_buffer_stays_within_the_bound_and_loses_nothin
     assert sorted(ids) == list(range(records))  # each exactly once: nothing lost, nothing repeated
     counters = worker.counters
     # Held back by fetching no more than fits (one latency target: no partition is paused at its
-    # share, see cadenza.worker.fetcher; a flood beside a tighter target is in test_lanes_kafka).
+    # share, see cadenza.worker.kafka.fetcher; a flood beside a tighter target is in test_lanes_kafka).
     assert 0 < counters.peak_buffered <= 200
     assert counters.consumed == records
 

@@ -15,14 +15,19 @@ from confluent_kafka import Message
 
 from cadenza.pipelines import Tumbling
 from cadenza.pipelines.graph import NodeFunctions
-from cadenza.worker.context_stamps import first_close_after
-from cadenza.worker.counters import WorkerCounters
-from cadenza.worker.dead_letter import DeadLetters
-from cadenza.worker.operators.base import Operator
-from cadenza.worker.operators.routing import HEARTBEAT_FLOOR, URGENT_PROGRESS_SHARE, KeyByOp, progress_due
-from cadenza.worker.operators.window_step import WindowOp
-from cadenza.worker.unit import Unit
-from cadenza.worker.wire import PROGRESS_HEADER, unpack_progress
+from cadenza.worker.engine.context_stamps import first_close_after
+from cadenza.worker.engine.counters import WorkerCounters
+from cadenza.worker.engine.dead_letter import DeadLetters
+from cadenza.worker.engine.operators.base import Operator
+from cadenza.worker.engine.operators.routing import (
+    HEARTBEAT_FLOOR,
+    URGENT_PROGRESS_SHARE,
+    KeyByOp,
+    progress_due,
+)
+from cadenza.worker.engine.operators.window_step import WindowOp
+from cadenza.worker.engine.unit import Unit
+from cadenza.worker.engine.wire import PROGRESS_HEADER, unpack_progress
 from tests.worker.recording_output import RecordingOutput
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cadenza.worker.ownership import warm_read_budget
+from cadenza.worker.kafka.ownership import warm_read_budget
 
 
 def test_nothing_queued_reads_a_whole_slice() -> None:

@@ -22,7 +22,7 @@ from cadenza.pipelines import Hopping, Pipeline, Session, Sliding, Tumbling
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
-from cadenza.worker.dead_letter import OPERATOR_HEADER, WINDOW_END_HEADER, WINDOW_START_HEADER
+from cadenza.worker.engine.dead_letter import OPERATOR_HEADER, WINDOW_END_HEADER, WINDOW_START_HEADER
 from tests.worker.kafka_io import Record, produce, reading, running
 
 pytestmark = pytest.mark.kafka

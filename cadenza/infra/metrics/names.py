@@ -356,7 +356,7 @@ RECORDS_QUARANTINED = MetricDef(
 """``topic``: the input topic the record was read from (a repartition topic for steps after a
 ``key_by``). Each pipeline reading the record also counts it in ``cadenza_records_dead_lettered``
 with ``reason="quarantined"``. Counted by the worker that quarantined it (see
-:mod:`cadenza.worker.quarantine`)."""
+:mod:`cadenza.worker.reliability.quarantine`)."""
 
 # -- the connection to Kafka -----------------------------------------------------------------------
 
@@ -408,7 +408,7 @@ WORKER_STALLS = MetricDef(
     ("phase",),
 )
 """``phase``: ``freeze``, ``copies``, ``fetch``, ``admit``, ``restore``, ``control``, ``run``,
-``timers``, ``checkpoint`` or ``publish`` (see :mod:`cadenza.worker.loop_watch`). Every tenant's
+``timers``, ``checkpoint`` or ``publish`` (see :mod:`cadenza.worker.reliability.loop_watch`). Every tenant's
 records wait out a stall, so a rising count explains latency the scheduler cannot: ``run`` is a slow
 user function or quantum (the log line names the slowest quantum), ``fetch`` a rebalance or commit
 callback, ``freeze`` and ``restore`` large state settling. Each stall is also logged at WARNING

@@ -1,7 +1,7 @@
 """Quantiles and deltas of cumulative Prometheus histograms, as ``histogram_quantile`` computes them.
 
 The dashboard's p50/p99 must agree with what Grafana shows for the same window, and the hop a worker
-plans with (:mod:`cadenza.worker.hop_estimates`) with what its dashboard shows, so the estimate is
+plans with (:mod:`cadenza.worker.tuning.hop_estimates`) with what its dashboard shows, so the estimate is
 Prometheus' own: find the bucket holding the rank and interpolate linearly inside it; a rank in the
 ``+Inf`` bucket is reported as the largest finite bound (the histogram cannot say more).
 """
