@@ -100,7 +100,7 @@ def run_once(
             time.sleep(0.003)
         producer.flush(10)
         time.sleep(2.0)
-        window = next(w for s in worker._schedules for w in s.task.windows)
+        window = next(w for s in worker.engine.schedules for w in s.task.windows)
         histogram = exporter.operator("LS", name, window.node_id).window_close_wait
         return {
             "results": histogram.count,

@@ -72,7 +72,7 @@ def started_worker(
 
 def run_unscheduled(worker: Worker, batch: list[Message]) -> None:
     """Decode and run each record at once, in arrival order (the worker before the scheduler)."""
-    stages = worker._stages
+    stages = worker.engine.stages
     for message in batch:
         topic = message.topic()
         partition = message.partition()

@@ -1,9 +1,10 @@
 """Run pipelines in-process with no broker, on a virtual clock: cadenza's ``TopologyTestDriver``.
 
 The driver assembles the pipelines exactly as a worker does (:func:`cadenza.worker.engine.plan.assemble`:
-the same tasks, operators, schedules, policy and :class:`~cadenza.scheduling.Scheduler`, run by the
-worker's :class:`~cadenza.worker.engine.executor.Executor`); only the Kafka transport is swapped for the
-in-memory one of :mod:`cadenza.worker.engine.memory`. So a test of a pipeline exercises the code that runs
+the same tasks, operators, schedules, policy and :class:`~cadenza.scheduling.Scheduler`) and runs them
+on the worker's own engine (:class:`~cadenza.worker.engine.engine.Engine`: its admission, run stage,
+timers, progress records and pipeline stop); only the Kafka transport is swapped for the in-memory
+one of :mod:`cadenza.worker.engine.memory`. So a test of a pipeline exercises the code that runs
 it in production: decoding (bad input is dead-lettered), scheduling contexts, event time, windows,
 lateness, key_by repartitioning and the watermark's progress records.
 
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
@@ -52,7 +52,9 @@ from cadenza.state import StateStore, store_factory
 from cadenza.worker.engine.counters import WorkerCounters
 from cadenza.worker.engine.dead_letter import PipelineStoppedError
 from cadenza.worker.engine.decode import SourceDecoder, value_codec
-from cadenza.worker.engine.executor import Executor, SchedKey
+from cadenza.worker.engine.engine import Engine, EngineTransport
+from cadenza.worker.engine.executor import SchedKey
+from cadenza.worker.engine.idle_clock import IdleClock
 from cadenza.worker.engine.memory import MemoryProducer, MemoryTopics, StoredRecord
 from cadenza.worker.engine.operators.join_step import JoinInput
 from cadenza.worker.engine.operators.process_step import ProcessOp
@@ -148,6 +150,8 @@ class PipelineDriver:
         output = Output.over(self._producer, ClientErrors("producer"))
         #: What the worker would count (consumed, produced, late, dead letters by kind...).
         self.counters = WorkerCounters()
+        # Without read_gap: the driver's loop never stalls, so its idle clock is the virtual clock.
+        idle_clock = IdleClock(self.clock.now)
         self.plan = assemble(
             subtopologies,
             output=output,
@@ -159,15 +163,19 @@ class PipelineDriver:
             idle_timeout=idle_timeout,
             store_factory=store_factory("memory"),
             registry_client=None,
-            clock=self.clock.now,
+            clock=idle_clock.now,
             wall_clock=self.clock.now,
         )
-        #: Pipelines stopped by a failed step (``on_error="stop"``), with what stopped them.
-        self.stopped: dict[str, PipelineStoppedError] = {}
-        self._stages = dict(self.plan.stages)
-        self._executor = Executor(self.scheduler, self.policy, self._stop_pipeline)
-        self._executor.schedules = self.plan.schedules
-        self._executor.output = output
+        self._engine = Engine(
+            self.plan,
+            self.scheduler,
+            EngineTransport(output, now=self.clock.now),
+            counters=self.counters,
+            read_clock=idle_clock,
+            # Progress records go out after every round (as if progress_interval had passed).
+            progress_interval=math.inf,
+            idle_timeout=None,
+        )
         #: What a test may pipe into.
         self._sources = {topic for graph in graphs for topic in graph.source_topics}
 
@@ -274,10 +282,14 @@ class PipelineDriver:
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
+    @property
+    def stopped(self) -> Mapping[str, PipelineStoppedError]:
+        """Pipelines stopped by a failed step (``on_error="stop"``), with what stopped them."""
+        return self._engine.stopped
+
     def close(self) -> None:
         """Release the state stores; safe to call more than once."""
-        for task in self.plan.tasks:
-            task.close()
+        self._engine.close()
 
     def __enter__(self) -> PipelineDriver:
         return self
@@ -291,55 +303,20 @@ class PipelineDriver:
 
     def _deliver(self, records: list[StoredRecord]) -> None:
         """Admit ``records``, run until nothing is queued, and feed back what the pipelines read."""
+        engine = self._engine
         while records:
-            self._admit(records)
-            self._executor.run_for(math.inf)
-            for keyed in self.plan.keyed:
-                keyed.broadcast_progress(everything=True)
-            records = [record for record in self._producer.take() if record.topic in self._stages]
-
-    def _admit(self, records: list[StoredRecord]) -> None:
-        # The worker's admission (Worker.admit) without its commit bookkeeping: decode per reading
-        # sub-topology, give the unit its scheduling context, queue it in its operator-partition.
-        enqueue = self.scheduler.enqueue
-        now = self.clock.now()
-        enqueued = time.perf_counter()
-        for record in records:
-            message = record.message()
-            for decode, schedule in self._stages.get(record.topic, ()):
-                unit = decode(message, record.topic, record.partition, record.offset)
-                if unit is None:
-                    continue  # dead-lettered
-                ctx = schedule.context(unit, message, now)
-                unit.ctx = ctx
-                unit.enqueued = enqueued
-                enqueue(schedule.key(record.partition), ctx, unit)
+            engine.admit([record.message() for record in records])
+            engine.run_for(math.inf)
+            engine.progress.send(self.clock.now(), everything=True)
+            engine.inflight.advanced()  # nothing is committed here: only keep the bookkeeping short
+            records = [record for record in self._producer.take() if record.topic in engine.stages]
 
     def _fire_wall_clock_timers(self) -> None:
         """Fire due wall-clock timers and run what they produced to quiescence."""
-        for schedule in self.plan.schedules:
-            if schedule.pipeline in self.stopped:
-                continue
-            for step in schedule.task.processors:
-                try:
-                    step.fire_wall_clock_timers()
-                except PipelineStoppedError as stopped:
-                    self._stop_pipeline(stopped)
-        for keyed in self.plan.keyed:
-            keyed.broadcast_progress(everything=True)
-        self._deliver([record for record in self._producer.take() if record.topic in self._stages])
-
-    def _stop_pipeline(self, stopped: PipelineStoppedError) -> None:
-        """As the worker does: the stopped pipeline's queued records are dropped and it runs no more."""
-        name = stopped.pipeline
-        self.stopped.setdefault(name, stopped)
-        indexes = {s.index for s in self.plan.schedules if s.pipeline == name}
-        for key in [key for key in self.scheduler.keys() if key[0] in indexes]:  # noqa: SIM118 - a list, not a dict
-            self.scheduler.discard(key)
-        self._stages = {
-            topic: tuple(pair for pair in pairs if pair[1].pipeline != name)
-            for topic, pairs in self._stages.items()
-        }
+        engine = self._engine
+        engine.fire_wall_clock_timers()
+        engine.progress.send(self.clock.now(), everything=True)
+        self._deliver([record for record in self._producer.take() if record.topic in engine.stages])
 
     # -- helpers ----------------------------------------------------------------------------------------
 

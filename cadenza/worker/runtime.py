@@ -58,7 +58,6 @@ import socket
 import threading
 import time
 import uuid
-from bisect import bisect_left
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -72,9 +71,8 @@ from cadenza.infra.kafka.clients import (
     ClientErrors,
     make_admin,
     make_consumer,
-    raise_for_message_error,
 )
-from cadenza.infra.kafka.errors import BrokerUnavailableError, KafkaClientError, from_kafka_exception
+from cadenza.infra.kafka.errors import BrokerUnavailableError, from_kafka_exception
 from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.emitter import SpanEmitter
@@ -84,7 +82,6 @@ from cadenza.infra.metrics.topics import metrics_topic_specs
 from cadenza.pipelines import Pipeline, PipelineGraph
 from cadenza.scaling.ownership import OwnershipLog, ownership_topic_spec
 from cadenza.scheduling.clock import Clock
-from cadenza.scheduling.context import SchedulingContext, trace_id_bits
 from cadenza.scheduling.costs import CostModel
 from cadenza.scheduling.policy import SchedulingPolicy
 from cadenza.scheduling.registry import resolve_policy
@@ -93,24 +90,20 @@ from cadenza.settings import KafkaSettings
 from cadenza.state import ChangelogReplay
 from cadenza.state.factory import StoreFactory, store_factory
 from cadenza.worker.config import WorkerConfig
-from cadenza.worker.engine.admission import PartitionBatch, StageBatch
 from cadenza.worker.engine.context_stamps import TaskSchedule
 from cadenza.worker.engine.counters import WorkerCounters
 from cadenza.worker.engine.dead_letter import PipelineStoppedError
 from cadenza.worker.engine.decode import make_registry_client
+from cadenza.worker.engine.engine import Engine, EngineTransport, RunHooks
 from cadenza.worker.engine.executor import Executor, SchedKey
 from cadenza.worker.engine.idle_clock import READ_GAP, IdleClock
-from cadenza.worker.engine.inflight import Pending
 from cadenza.worker.engine.operators.progress import FrontierTap
-from cadenza.worker.engine.operators.routing import KeyByOp, progress_due
 from cadenza.worker.engine.operators.stateful import StatefulStep
 from cadenza.worker.engine.output import Output
-from cadenza.worker.engine.plan import Decode, WorkerPlan, assemble
-from cadenza.worker.engine.task import Task
+from cadenza.worker.engine.plan import WorkerPlan, assemble
 from cadenza.worker.engine.topics import plan_topics, written_topics
 from cadenza.worker.engine.topology import SubTopology, check_copartitioned, join_inputs, split
 from cadenza.worker.engine.unit import Unit
-from cadenza.worker.engine.wire import is_progress
 from cadenza.worker.kafka.checkpoint import Checkpoint
 from cadenza.worker.kafka.fetcher import Fetcher, FlowControl
 from cadenza.worker.kafka.group_plan import GroupPlan, check_group_plan, groups_topic_spec
@@ -125,7 +118,7 @@ from cadenza.worker.kafka.lanes import (
 from cadenza.worker.kafka.ownership import PlanFollower, warm_read_budget
 from cadenza.worker.kafka.rebalance import Rebalance
 from cadenza.worker.kafka.restoring import StateRestorer
-from cadenza.worker.reliability.crash_slot import IDLE, UNKNOWN, CrashSlot, default_crash_dir, idle_words
+from cadenza.worker.reliability.crash_slot import CrashSlot, default_crash_dir
 from cadenza.worker.reliability.loop_watch import LoopWatch
 from cadenza.worker.reliability.quarantine import QuarantineGuard, quarantine_topic_spec
 from cadenza.worker.tuning.gc_tuning import GcTuning
@@ -369,7 +362,6 @@ class Worker:
         self._wall_clock = clock.now if clock is not None else time.time
         #: What window and join steps measure their inputs' idle timeouts on.
         self.idle_clock = IdleClock(read_gap=READ_GAP)
-        self._processors = False
         self.exporter = exporter if exporter is not None else PrometheusExporter()
         self.spans_topic = spans_topic
         self.span_sample_ratio = span_sample_ratio
@@ -410,24 +402,12 @@ class Worker:
         self.restore_slice = restore_slice
         #: What the started worker runs (see :mod:`cadenza.worker.engine.plan`); ``None`` until :meth:`start`.
         self.plan: WorkerPlan | None = None
-        self._tasks: list[Task] = []
-        self._routes: dict[str, tuple[Task, ...]] = {}
-        #: The hot loop's view of ``_routes``: per topic, each task's decode method and schedule.
-        self._stages: dict[str, tuple[tuple[Decode, TaskSchedule], ...]] = {}
-        self._schedules: list[TaskSchedule] = []
-        #: key_by steps that send progress records to their repartition topic every progress_interval.
-        self._keyed: list[KeyByOp] = []
-        #: The same steps with the topic their sub-topology reads (whose partitions they report on).
-        self._keyed_inputs: list[tuple[KeyByOp, str]] = []
-        #: In-flight records, pending offsets, changelogged state: the one place commits happen.
-        self._checkpoint = Checkpoint(self.counters, commit_interval)
-        # A trickle of records runs the buffer dry after each one: commit then at most every poll.
-        self._checkpoint.dry_interval = poll_timeout
+        #: Runs the records (:mod:`cadenza.worker.engine.engine`); built complete by :meth:`start`.
+        self._engine: Engine | None = None
+        #: Outputs, state and offsets made durable in that order; built by :meth:`start`.
+        self._checkpoint: Checkpoint | None = None
         #: Pause and resume decisions (the fetcher applies them to the consumer once started).
         self._flow = FlowControl(max_buffered, lanes=len(self.lanes), shares=len(set(targets.values())) > 1)
-        #: Runs and measures quanta (the schedules, output and emitter are given to it at the start).
-        self._executor = Executor(self.scheduler, self.policy, self.stop_pipeline)
-        self._executor.read_clock = self.idle_clock
         #: Assign, revoke and lost: the one place the group's decisions are handled.
         self._rebalance = Rebalance(
             self._restore,
@@ -438,13 +418,6 @@ class Worker:
             lost=self._guard_lost,
             members=len(self.lanes),
         )
-        #: Pipelines stopped by a failed step (``on_error="stop"``), with what stopped them.
-        self.stopped: dict[str, PipelineStoppedError] = {}
-        #: Per input topic, how many stopped sub-topologies read it: a record of such a topic is held
-        #: (never committable), and its partitions stay paused.
-        self._held: dict[str, int] = {}
-        self._last_progress = 0.0
-        self._next_heartbeat = 0.0
 
     # -- what it runs ---------------------------------------------------------------------------------
 
@@ -560,9 +533,32 @@ class Worker:
             self.exporter.track_feedback(self.feedback)
         if self.activities_topic is not None:
             self.trace = KafkaActivityTrace(self.settings, self.activities_topic, self.worker_id)
-            self._record = self._checkpoint.record = self.trace.recorder.record
+            self._record = self.trace.recorder.record
             self._output.trace_header = self.trace.header
-        self._checkpoint.output = self._output
+        # The marks' owner is this worker object, not only its process: a worker restarted in place
+        # must not be taken for the one that died.
+        owner = f"{self.worker_id}#{uuid.uuid4().hex[:6]}"
+        self._guard = guard = QuarantineGuard(
+            self.settings,
+            self.group,
+            owner,
+            hang_timeout=self.hang_timeout,
+            poll_interval=self.max_poll_interval,
+            timeout=timeout,
+        )
+        # Before the join: what a dead worker's crash slot on this host says becomes exact marks.
+        hooks = RunHooks(emitter=self.emitter, record=self._record)
+        self._slot = slot = CrashSlot.take(self.crash_dir, self.group, owner)
+        if slot is not None:
+            guard.recover(slot.dead)
+            if slot.settle():
+                guard.slot = slot
+                hooks = RunHooks(emitter=self.emitter, record=self._record, words=slot.words, tags=slot.tags)
+            else:
+                self._slot = None
+        self.exporter.register_callback(
+            names.RECORDS_QUARANTINED, lambda: {(t,): n for t, n in guard.quarantined.items()}
+        )
         plan = self.plan = assemble(
             self.subtopologies,
             output=self._output,
@@ -577,13 +573,28 @@ class Worker:
             clock=self.idle_clock.now,
             wall_clock=self._wall_clock,
         )
-        self._processors = any(task.processors for task in plan.tasks)
-        self._tasks = list(plan.tasks)
-        self._keyed_inputs = [(op, task.subtopology.input_topic) for task in plan.tasks for op in task.keyed]
-        self._keyed = [op for op, _ in self._keyed_inputs]
-        self._schedules = list(plan.schedules)
+        self._engine = engine = Engine(
+            plan,
+            self.scheduler,
+            EngineTransport(self._output, waiting=self._waiting, stopped=self._pipeline_stopped),
+            counters=self.counters,
+            read_clock=self.idle_clock,
+            progress_interval=self.progress_interval,
+            idle_timeout=self.watermark_idle_timeout,
+            hooks=hooks,
+        )
+        # A trickle of records runs the buffer dry after each one: commit then at most every poll.
+        self._checkpoint = Checkpoint(
+            self.counters,
+            self.commit_interval,
+            inflight=engine.inflight,
+            output=self._output,
+            windows=plan.windows,
+            dry_interval=self.poll_timeout,
+            record=self._record,
+        )
         model = self.cost_model
-        readers = [s for s in self._schedules if not s.from_source]
+        readers = [s for s in plan.schedules if not s.from_source]
         if model is not None and self.hop_quantile > 0.0 and readers:
             hops = [(s.pipeline, s.operator_id, s.arrival) for s in readers]
             self._hops = HopEstimates(model, hops, self._wall_clock, quantile=self.hop_quantile)
@@ -591,14 +602,6 @@ class Worker:
             self.exporter.register_callback(
                 names.PLANNED_HOP, lambda: {(t, p, o): model.hop(p, o) for t, p, o in labels}
             )
-        executor = self._executor
-        executor.schedules, executor.output, executor.emitter = self._schedules, self._output, self.emitter
-        executor.record = self._record
-        executor.after_quantum = self.send_due_progress if self._keyed else None
-        self._routes = dict(plan.routes)
-        #: Changed by a pipeline stop (its schedules leave the admission path), so a copy of the plan's.
-        self._stages = dict(plan.stages)
-        self._checkpoint.windows.extend(plan.windows)
         self._flow.fanout = plan.fanout
         stateful: dict[tuple[str, str, str], StatefulStep | FrontierTap] = {
             (schedule.tenant, schedule.pipeline, window.node_id): window
@@ -616,7 +619,7 @@ class Worker:
         self.exporter.register_callback(names.WORKER_STALLS, self.loop_watch.counts)
         self.exporter.register_callback(names.WORKER_STALL_SECONDS, self.loop_watch.stalled_seconds)
         self.exporter.register_callback(names.PAUSED_PARTITIONS, lambda: len(self._flow.paused))
-        self.rates = track_true_rates(self.exporter, self._schedules, window_s=self.rate_window_s)
+        self.rates = track_true_rates(self.exporter, plan.schedules, window_s=self.rate_window_s)
         if self.feedback_topic is not None:
             self.rates_publisher = RatesPublisher(
                 self.rates, self.worker_id, self._output.producer, self.feedback_topic
@@ -689,32 +692,9 @@ class Worker:
             assignment_changes=lambda: self._rebalance.changes,
         )
         rebalance = self._rebalance
-        # The marks' owner is this worker object, not only its process: a worker restarted in place
-        # must not be taken for the one that died.
-        owner = f"{self.worker_id}#{uuid.uuid4().hex[:6]}"
-        self._guard = guard = QuarantineGuard(
-            self.settings,
-            self.group,
-            owner,
-            hang_timeout=self.hang_timeout,
-            poll_interval=self.max_poll_interval,
-            timeout=timeout,
-        )
-        # Before the join: what a dead worker's crash slot on this host says becomes exact marks.
-        self._slot = slot = CrashSlot.take(self.crash_dir, self.group, owner)
-        if slot is not None:
-            guard.recover(slot.dead)
-            if slot.settle():
-                guard.slot = slot
-                executor.words, executor.tags = slot.words, slot.tags
-            else:
-                self._slot = None
-        self.exporter.register_callback(
-            names.RECORDS_QUARANTINED, lambda: {(t,): n for t, n in guard.quarantined.items()}
-        )
         for (consumer, _), lane in zip(consumers, self.lanes, strict=True):
             # Disjoint subscriptions in the one group: each partition has one owner, one lane.
-            topics = [topic for topic in self._routes if topic in lane.topics]
+            topics = [topic for topic in plan.routes if topic in lane.topics]
             if topics and self.ownership == "group":
                 consumer.subscribe(
                     topics,
@@ -744,7 +724,7 @@ class Worker:
                 f"{lane.name} (target {lane.target:g}s): {', '.join(lane.topics)}" for lane in self.lanes
             )
             if len(self.lanes) > 1
-            else ", ".join(self._routes),
+            else ", ".join(plan.routes),
         )
         if len(self.produce_lanes) > 1:
             _log.info(
@@ -806,7 +786,8 @@ class Worker:
         try:
             if consumers:
                 if not self._rebalance.broken:
-                    self._broadcast_progress(time.monotonic(), everything=True)  # for the next owner
+                    if self._engine is not None:  # for the next owner
+                        self._engine.progress.send(time.monotonic(), everything=True)
                     self.commit()
                 for consumer, _ in consumers:
                     consumer.close()  # the revoke callback drops what is still queued
@@ -819,12 +800,11 @@ class Worker:
             if self._guard is not None:
                 self._guard.close()
                 self._guard = None
+            if self._engine is not None:  # its stores, and its hold on the slot's mapped words
+                self._engine.close()
             if self._slot is not None:  # kept for the next worker unless this one stops cleanly
-                self._executor.words, self._executor.tags = idle_words(), {}
                 self._slot.close(clean=not self._rebalance.broken)
                 self._slot = None
-            for task in self._tasks:
-                task.close()
             if self._output is not None and not self._rebalance.broken:
                 self._output.close()
             if self.emitter is not None:
@@ -833,7 +813,7 @@ class Worker:
                 self.feedback.close()
             if self.trace is not None:
                 self.trace.close()
-                self.trace = self._record = self._checkpoint.record = self._executor.record = None
+                self.trace = self._record = None
             self._started = False
 
     # -- the stages -------------------------------------------------------------------------------------
@@ -850,7 +830,8 @@ class Worker:
         Returns how many records were fetched.
         """
         fetcher, consumers, output = self._fetcher, self._consumers, self._output
-        if not consumers or fetcher is None or output is None:
+        engine, checkpoint = self._engine, self._checkpoint
+        if not consumers or fetcher is None or output is None or engine is None or checkpoint is None:
             raise CadenzaError("the worker is not started")
         for _, errors in consumers:
             errors.raise_fatal()
@@ -896,11 +877,11 @@ class Worker:
                 # Records a dead worker may have been running go one by one; the worker reads nothing
                 # else meanwhile, so that time is no input's silence (see idle_clock.py).
                 with self.idle_clock.stalled():
-                    guard.admit(self, messages, fetcher.end_offset)
+                    guard.admit(engine, messages, fetcher.end_offset)
             else:
-                self.admit(messages)
+                engine.admit(messages)
             if guard is not None:  # the quarantine lease covers them before they run
-                guard.extend((key, p.fetched) for key, p in self._checkpoint.inflight.partitions.items())
+                guard.extend((key, p.fetched) for key, p in engine.inflight.partitions.items())
         if trace is not None:
             trace.fetch(messages, queued=buffered > 0, started=fetch_start, returned=consumed)
         marks[4] = clock()
@@ -916,16 +897,15 @@ class Worker:
         if self._hops is not None:
             self._hops.refresh()
         marks[6] = clock()
-        ran = self.run_for(self.run_slice)
+        ran = engine.run_for(self.run_slice)
         marks[7] = clock()
-        if self._processors:
-            ran += self._fire_wall_clock_timers()
+        if engine.processors:
+            ran += engine.fire_wall_clock_timers()
         now = time.monotonic()
-        if self._keyed and progress_due(self._keyed, now - self._last_progress, self.progress_interval):
-            # Also asked after each quantum (send_due_progress); this covers a round that ran none.
-            self._broadcast_progress(now)
+        progress = engine.progress
+        if progress.due(now):  # also asked after each quantum; this covers a round that ran none
+            progress.send(now)
         marks[8] = clock()
-        checkpoint = self._checkpoint
         if checkpoint.due(now, worked=bool(ran or messages), buffered=len(scheduler)):
             checkpoint.take()
         if checkpoint.open:
@@ -939,159 +919,49 @@ class Worker:
             self.trace.recorder.poll(time.time())
         marks[10] = clock()
         watch.end(
-            waited=fetcher.waited, queued=buffered + len(messages), run_detail=self._executor.slowest_quantum
+            waited=fetcher.waited, queued=buffered + len(messages), run_detail=engine.executor.slowest_quantum
         )
         return len(messages)
 
+    @property
+    def engine(self) -> Engine:
+        """What runs the records (:mod:`cadenza.worker.engine.engine`); there once started (and after
+        the worker closed, for a look at what it ran)."""
+        if self._engine is None:
+            raise CadenzaError("the worker is not started")
+        return self._engine
+
+    @property
+    def stopped(self) -> dict[str, PipelineStoppedError]:
+        """Pipelines stopped by a failed step (``on_error="stop"``), with what stopped them."""
+        return self._engine.stopped if self._engine is not None else {}
+
     def admit(self, messages: list[Message]) -> None:
-        """Decode each record for each sub-topology reading its topic and queue the units.
-
-        The units are queued when the whole batch is decoded, a run at a time (see
-        :mod:`cadenza.worker.engine.admission`), also when a decode raises.
-        """
-        now = time.time()
-        enqueued = time.perf_counter()
-        read_at = self.idle_clock.now()
-        trace_bits = trace_id_bits()
-        last_key: tuple[str, int] | None = None
-        batch: PartitionBatch | None = None
-        partitions: dict[tuple[str, int], PartitionBatch] = {}
-        units = 0
-        # Decoding and context stamping run user code too (codecs, policies): the crash slot says
-        # "running, unknown" meanwhile (once per batch, not per record), so a death here pins nothing
-        # and the Kafka marks' range rule decides.
-        words = self._executor.words
-        words[1] = UNKNOWN
-        words[0] = 0
-        try:
-            for message in messages:
-                if message.error() is not None and not self._usable(message):
-                    continue
-                topic = message.topic()
-                partition = message.partition()
-                offset = message.offset()
-                if topic is None or partition is None or offset is None:
-                    continue
-                if batch is None or last_key is None or last_key[0] != topic or last_key[1] != partition:
-                    last_key = (topic, partition)
-                    batch = partitions.get(last_key)
-                    if batch is None:
-                        batch = partitions[last_key] = self._partition_batch(topic, partition, offset)
-                # A stopped pipeline's share of the record never runs, so the record never completes:
-                # it stays uncommitted for the restart that resumes the pipeline.
-                run = batch.run
-                pending: Pending = [offset, batch.holds] if run is None else run
-                before = pending[1]
-                for stage in batch.stages:
-                    unit = stage.decode(message, topic, partition, offset)
-                    if unit is None:
-                        continue  # dead-lettered: done as far as the commit is concerned
-                    stamp = message.timestamp()[1]
-                    if stamp == stage.stamp and message.headers() is None:
-                        ctx = stage.shared
-                        unit.trace_id = trace_bits(64)
-                        stage.hits += 1
-                    else:
-                        ctx = self._admit_context(stage, unit, message, now, stamp)
-                    unit.ctx = ctx
-                    unit.pending = pending
-                    unit.enqueued = enqueued
-                    unit.read_at = read_at
-                    pending[1] += 1
-                    if ctx is stage.ctx:
-                        stage.units.append(unit)
-                    else:
-                        stage.ctx = ctx
-                        stage.units = [unit]
-                        stage.segments.append((ctx, stage.units))  # type: ignore[arg-type]
-                progress = batch.progress  # InFlight.admitted, inlined: once per record
-                progress.fetched = offset + 1
-                if run is None:
-                    if pending[1] > 0:
-                        progress.queue.append(pending)
-                elif pending[1] > before:  # dead-lettered records are done: not in the run
-                    run.append(offset)
-                units += pending[1] - before
-        finally:
-            scheduler = self.scheduler
-            for batch in partitions.values():
-                for stage in batch.stages:
-                    stage.queue(scheduler)
-        words[0] = IDLE
-        counters = self.counters
-        counters.consumed += len(messages)
-        counters.units += units
-        size = len(self.scheduler)
-        counters.peak_buffered = max(counters.peak_buffered, size)
-
-    def _partition_batch(self, topic: str, partition: int, offset: int) -> PartitionBatch:
-        """What admitting the batch's records of one partition needs, made at its first record."""
-        progress = self._checkpoint.inflight.progress(topic, partition)
-        held = self._held
-        holds = held.get(topic, 0) if held else 0
-        topic_stages = self._stages.get(topic, ())
-        # One sub-topology reads the topic and none is stopped: each record is one unit, and the
-        # units of one operator-partition run in offset order, so the partition's records in this
-        # batch share one pending entry (see cadenza.worker.engine.inflight).
-        run: Pending | None = None
-        if holds == 0 and len(topic_stages) == 1:
-            run = [offset, 0]
-            progress.queue.append(run)  # if no record gets a unit, it is done at once
-        stages = tuple(StageBatch(decode, schedule, partition) for decode, schedule in topic_stages)
-        return PartitionBatch(progress, holds, stages, run)
-
-    @staticmethod
-    def _admit_context(
-        stage: StageBatch, unit: Unit, message: Message, now: float, stamp: int
-    ) -> SchedulingContext:
-        """A unit's context the long way (see :meth:`TaskSchedule.context`); counts and times it."""
-        schedule = stage.schedule
-        ctx = schedule.context(unit, message, now)
-        origin = unit.origin
-        if origin is None or unit.value is not None or not is_progress(origin):
-            schedule.metrics.consumed += 1
-            # stage: fetch, or the repartition hop (LatencyHistogram.observe, inlined: once per record)
-            waited: float | None = now - stamp / 1000.0 if stamp > 0 else None
-            if waited is not None and 0.0 <= waited < _INF:
-                histogram = schedule.arrival
-                histogram.counts[bisect_left(histogram.bounds, waited)] += 1
-                histogram.sum += waited
-            else:
-                waited = None
-            if stage.shares and message.headers() is None:
-                stage.remember(stamp, ctx, waited)
-        return ctx
+        """Decode and queue fetched records (see
+        :meth:`Engine.admit <cadenza.worker.engine.engine.Engine.admit>`)."""
+        self.engine.admit(messages)
 
     def run_for(self, seconds: float) -> int:
         """Run quanta, best priority first, until the buffer is empty, ``seconds`` have passed or the
         producer pushes back (see :mod:`cadenza.worker.engine.executor`)."""
-        return self._executor.run_for(seconds)
+        return self.engine.run_for(seconds)
 
-    def stop_pipeline(self, stopped: PipelineStoppedError) -> None:
-        """Stop running one pipeline, at the record that failed; the others keep running.
+    def _pipeline_stopped(
+        self, stopped: PipelineStoppedError, schedules: Sequence[TaskSchedule], dropped: int
+    ) -> None:
+        """A pipeline stopped (see
+        :meth:`Engine.stop_pipeline <cadenza.worker.engine.engine.Engine.stop_pipeline>`): what a
+        restart needs to resume at the failed record is kept.
 
-        What a restart needs to resume at that record is kept: the record and everything after it in
-        the pipeline's input partitions stay uncommitted (their queued units are dropped without being
-        counted as done, and records fetched later are held the same way), those partitions are
-        paused for good, and the pipeline's state is no longer changelogged, so the changelog stays
-        at a point the replay from the committed offsets can build on. Another pipeline reading the
-        same topic stops progressing on it too: Kafka keeps one committed offset per partition and
-        group, and it cannot move past the held record.
+        The record and everything after it in the pipeline's input partitions stay uncommitted, those
+        partitions are paused for good (the flow control holds the engine's held topics), and the
+        pipeline's state is no longer changelogged, so the changelog stays at a point the replay from
+        the committed offsets can build on. Another pipeline reading the same topic stops progressing
+        on it too: Kafka keeps one committed offset per partition and group, and it cannot move past
+        the held record.
         """
-        name = stopped.pipeline
-        if name in self.stopped:
-            return
-        self.stopped[name] = stopped
-        self.counters.pipelines_stopped += 1
-        mine = [schedule for schedule in self._schedules if schedule.pipeline == name]
-        indexes = {schedule.index for schedule in mine}
-        queued = [key for key in self.scheduler.keys() if key[0] in indexes]  # noqa: SIM118 - a list, not a dict
-        dropped = sum(self.scheduler.discard(key) for key in queued)
-        for schedule in mine:
-            topic = schedule.task.subtopology.input_topic
-            self._held[topic] = self._held.get(topic, 0) + 1
-            self._stages[topic] = tuple(pair for pair in self._stages[topic] if pair[1] is not schedule)
-        self._checkpoint.stop_changelogging(window for schedule in mine for window in schedule.task.windows)
+        if self._checkpoint is not None:
+            self._checkpoint.stop_changelogging(window for s in schedules for window in s.task.windows)
         _log.error(
             "%s; its input from %s[%d] at offset %d on stays uncommitted (%d queued record(s) held) "
             "and its partitions are paused; the worker runs its other pipelines. Fix the step (or "
@@ -1105,9 +975,8 @@ class Worker:
         )
 
     def _queued(self, topic: str, partition: int) -> int:
-        """Units of one input partition queued in the scheduler, over the sub-topologies reading it."""
-        buffered = self.scheduler.buffered
-        return sum(buffered(s.key(partition)) for _, s in self._stages.get(topic, ()))
+        engine = self._engine
+        return engine.queued(topic, partition) if engine is not None else 0
 
     def _partition_buffers(self) -> dict[tuple[str, ...], float | int]:
         """Buffered records per assigned partition, for the scrape thread (reads only lengths)."""
@@ -1118,12 +987,12 @@ class Worker:
     def _flow_control(self) -> None:
         """Pause and resume partitions for the buffer as it is now (see
         :mod:`cadenza.worker.kafka.fetcher`)."""
-        fetcher, output = self._fetcher, self._output
-        if fetcher is None or output is None or not self._consumers:
+        fetcher, output, engine = self._fetcher, self._output, self._engine
+        if fetcher is None or output is None or engine is None or not self._consumers:
             return
         was_full = fetcher.flow.full
         fetcher.regulate(
-            len(self.scheduler), self._queued, self._held, output.pressure, waiting=self._restorer.holding
+            len(self.scheduler), engine.queued, engine.held, output.pressure, waiting=self._restorer.holding
         )
         full = fetcher.flow.full
         if full != was_full:  # every partition paused: the worker reads nothing (see idle_clock.py)
@@ -1132,90 +1001,26 @@ class Worker:
             else:
                 self.idle_clock.unstall()
 
-    def _usable(self, message: Message) -> bool:
-        try:
-            return raise_for_message_error(message)
-        except KafkaClientError as exc:
-            if exc.retriable:
-                _log.warning("transient consumer error: %s", exc)
-                return False
-            raise
-
-    def _fire_wall_clock_timers(self) -> int:
-        """Run the process steps' wall-clock timers now due; returns how many fired. Their outputs
-        and state changes are committed like a batch's: outputs acknowledged before the changelog."""
-        fired = 0
-        for schedule in self._schedules:
-            if schedule.pipeline in self.stopped:
-                continue
-            for step in schedule.task.processors:
-                try:
-                    fired += step.fire_wall_clock_timers()
-                except PipelineStoppedError as stopped:
-                    self.stop_pipeline(stopped)
-        return fired
-
-    def send_due_progress(self) -> None:
-        """After each quantum: progress records, if due (see
-        :func:`~cadenza.worker.engine.operators.routing.progress_due`).
-
-        Above all when a key_by was just handed a record that moves its input partition past the
-        next window close downstream: a window at a repartition partition that gets no records from
-        that input partition closes only once this news arrives. Sent from the loop alone, it waited
-        for the rest of the run slice (under cameo, the bulk tenant's quanta that follow the urgent
-        one: tens of ms on a loaded machine) and the next fetch. The quantum's records are produced
-        by then, so the progress records still follow them."""
-        now = time.monotonic()
-        if progress_due(self._keyed, now - self._last_progress, self.progress_interval):
-            self._broadcast_progress(now)
-
-    def _broadcast_progress(self, now: float, *, everything: bool = False) -> None:
-        """Progress records for the repartition topics (see ``docs/concepts/watermarks.md``), at most once per
-        ``progress_interval``: after the records they cover, and not waited for (the next commit's
-        flush acknowledges them), so that the loop never waits on a broker round trip for them alone.
-
-        The interval bounds how long a downstream window waits to hear of an upstream partition that
-        sends it no records: it adds up to that much to such a window's close."""
-        self._last_progress = now
-        idle_timeout = self.watermark_idle_timeout
-        beat = idle_timeout is not None and now >= self._next_heartbeat
-        for keyed in self._keyed:
-            # A keep-alive round also sends the growth held back between window closes.
-            self.counters.progress_records += keyed.broadcast_progress(everything=everything or beat)
-        if beat and idle_timeout is not None:
-            self._next_heartbeat = now + max(self.progress_interval, idle_timeout * HEARTBEAT_SHARE)
-            self._send_heartbeats()
-
-    def _send_heartbeats(self) -> None:
-        """Heartbeats (:meth:`KeyByOp.heartbeat`) for the assigned input partitions of key_by steps
-        whose records wait in this worker: queued, paused or waiting for their state. Their silence
-        downstream would be this worker's doing, not their input's (see ``docs/concepts/watermarks.md``)."""
+    def _waiting(self, topic: str) -> list[int]:
+        """The assigned partitions of ``topic`` whose records wait in this worker: queued, paused or
+        waiting for their state. Their silence downstream is this worker's doing, not their input's,
+        so the engine sends heartbeats for them (see ``docs/concepts/watermarks.md``)."""
         fetcher = self._fetcher
         paused = fetcher.flow.paused if fetcher is not None else {}
         holding = self._restorer.holding
-        assignment = self.assignment
-        held = self._held
-        for keyed, topic in self._keyed_inputs:
-            if held and held.get(topic):
-                continue  # a stopped pipeline's: its records never run, nor does what reads its key_by
-            waiting = [
-                partition
-                for assigned, partition in assignment
-                if assigned == topic
-                and (
-                    (topic, partition) in paused
-                    or (topic, partition) in holding
-                    or self._queued(topic, partition)
-                )
-            ]
-            if waiting:
-                self.counters.progress_records += keyed.heartbeat(sorted(waiting))
+        queued = self._queued
+        return [
+            partition
+            for assigned, partition in self.assignment
+            if assigned == topic
+            and ((topic, partition) in paused or (topic, partition) in holding or queued(topic, partition))
+        ]
 
     def commit(self) -> None:
         """Commit everything that finished, waiting until it is durable: outputs acknowledged, then
         state changelogged, then offsets committed (a revocation, a stop; the run loop's own
         checkpoints do not wait, see :mod:`cadenza.worker.kafka.checkpoint`)."""
-        if self._output is None:
+        if self._checkpoint is None:
             raise CadenzaError("the worker is not started")
         self._checkpoint.commit(self._committing())
 
@@ -1228,9 +1033,6 @@ class Worker:
         return [(consumer, lane.topics) for (consumer, _), lane in zip(consumers, self.lanes, strict=False)]
 
     # -- rebalancing ----------------------------------------------------------------------------------
-
-    def _tasks_of(self, topic: str) -> tuple[Task, ...]:
-        return self._routes.get(topic, ())
 
     def _restore(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """Start restoring newly assigned partitions' state; return those that wait for it (paused).
@@ -1249,7 +1051,8 @@ class Worker:
 
     def _stateful(self, topic: str, partition: int) -> list[tuple[StatefulStep, int]]:
         """The stateful steps that one input partition feeds, each at its partition."""
-        return [(window, partition) for task in self._tasks_of(topic) for window in task.windows]
+        engine = self._engine
+        return engine.stateful(topic, partition) if engine is not None else []
 
     def _restore_step(self) -> None:
         """Read changelogs for up to ``restore_slice``; resume the partitions whose state is back."""
@@ -1291,21 +1094,12 @@ class Worker:
         """Drop what the worker holds of partitions that went; returns the queued records dropped.
 
         Their queued records are run again by the next owner, from the last committed offset."""
-        self._checkpoint.forget(
-            partitions, [pair for tp in partitions for pair in self._stateful(tp.topic, tp.partition)]
-        )
-        self._restorer.forget((tp.topic, tp.partition) for tp in partitions)
-        self._flow.forget({(tp.topic, tp.partition) for tp in partitions})
-        dropped = 0
-        for schedule in self._schedules:
-            topic = schedule.task.subtopology.input_topic
-            for tp in partitions:
-                if tp.topic == topic:
-                    dropped += self.scheduler.discard(schedule.key(tp.partition))
-        for tp in partitions:
-            for window, partition in self._stateful(tp.topic, tp.partition):
-                window.drop(partition)
-        return dropped
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        if self._checkpoint is not None:
+            self._checkpoint.forget(partitions, [pair for key in keys for pair in self._stateful(*key)])
+        self._restorer.forget(keys)
+        self._flow.forget(set(keys))
+        return self._engine.forget(keys) if self._engine is not None else 0
 
 
 class _PlanHands:

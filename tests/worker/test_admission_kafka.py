@@ -118,9 +118,9 @@ def test_a_batch_is_queued_in_offset_order_with_contexts_shared_only_by_the_rule
     try:
         for _ in range(8):
             batch = _batch(rng, source, base, int(time.time() * 1000))
-            consumed_before = [s.metrics.consumed for s in worker._schedules]
+            consumed_before = [s.metrics.consumed for s in worker.engine.schedules]
             latency_before = [
-                (s.metrics.fetch_latency.count, s.metrics.fetch_latency.sum) for s in worker._schedules
+                (s.metrics.fetch_latency.count, s.metrics.fetch_latency.sum) for s in worker.engine.schedules
             ]
             started = time.time()
             worker.admit(batch)
@@ -132,7 +132,7 @@ def test_a_batch_is_queued_in_offset_order_with_contexts_shared_only_by_the_rule
             sharing = _expected_sharing(batch)
             by_offset = {(m.partition(), m.offset()): i for i, m in enumerate(batch)}
             stamps_s = sum(m.timestamp()[1] for m in batch) / 1000.0
-            for index, schedule in enumerate(worker._schedules):
+            for index, schedule in enumerate(worker.engine.schedules):
                 units = [
                     (ctx, unit)
                     for partition in range(PARTITIONS)

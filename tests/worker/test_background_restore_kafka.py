@@ -108,8 +108,8 @@ def test_a_restoring_partition_waits_alone_and_its_results_are_exact(
     held_at: list[tuple[bool, int, int]] = []  # per step: counted held, copy records run, count records run
     second.start()
     try:
-        copy_runs = next(s for s in second._schedules if s.pipeline == copy.name).metrics
-        count_runs = next(s for s in second._schedules if s.pipeline == count.name).metrics
+        copy_runs = next(s for s in second.engine.schedules if s.pipeline == copy.name).metrics
+        count_runs = next(s for s in second.engine.schedules if s.pipeline == count.name).metrics
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             second.step()

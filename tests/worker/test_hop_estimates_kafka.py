@@ -56,7 +56,7 @@ def test_the_source_path_cost_counts_the_measured_hop(
     kafka_settings: KafkaSettings, new_topic: NewTopic
 ) -> None:
     worker, name = run_through_a_repartition(kafka_settings, new_topic, 0.99)
-    schedules = {s.task.subtopology.input_kind: s for s in worker._schedules}
+    schedules = {s.task.subtopology.input_kind: s for s in worker.engine.schedules}
     source, reader = schedules["source"].operator_id, schedules["repartition"].operator_id
     histogram = schedules["repartition"].arrival
     assert histogram.count == RECORDS
@@ -78,7 +78,7 @@ def test_the_source_path_cost_counts_the_measured_hop(
 
 def test_hop_quantile_zero_leaves_the_hop_out(kafka_settings: KafkaSettings, new_topic: NewTopic) -> None:
     worker, name = run_through_a_repartition(kafka_settings, new_topic, 0.0)
-    schedules = {s.task.subtopology.input_kind: s for s in worker._schedules}
+    schedules = {s.task.subtopology.input_kind: s for s in worker.engine.schedules}
     source, reader = schedules["source"].operator_id, schedules["repartition"].operator_id
     assert schedules["repartition"].arrival.count == RECORDS  # measured all the same
     costs = worker.cost_model

@@ -71,7 +71,7 @@ def test_a_user_function_blocking_the_loop_times_no_window_input_out(
     keyed.window(Tumbling(10.0)).count().sink(out)
     worker = Worker([p], kafka_settings, group=f"g-{name}", watermark_idle_timeout=IDLE_TIMEOUT)
     with running(worker), reading(kafka_settings, [out]) as reader:
-        windows = {s.task.subtopology.input_kind: s for s in worker._schedules}["repartition"]
+        windows = {s.task.subtopology.input_kind: s for s in worker.engine.schedules}["repartition"]
         produce(kafka_settings, source, [record("a", 1.0, 0), record("b", 2.0, 1)])
         deadline = time.monotonic() + 60
         while windows.metrics.consumed < 2:  # the window has heard from both upstream partitions
@@ -132,8 +132,8 @@ def test_records_queued_behind_other_work_time_no_window_input_out(
     source = new_topic(partitions=2)
     worker = _counting_worker(kafka_settings, source, new_topic(), "queued")
     if not stamped:
-        worker._executor.read_clock = IdleClock()  # the stamps are read by nobody: silence is run time
-    topic = {s.task.subtopology.input_kind: s for s in worker._schedules}[
+        worker.engine.executor.read_clock = IdleClock()  # the stamps are read by nobody: silence is run time
+    topic = {s.task.subtopology.input_kind: s for s in worker.engine.schedules}[
         "repartition"
     ].task.subtopology.input_topic
     clock = worker.idle_clock
@@ -220,12 +220,12 @@ def test_a_partition_whose_records_wait_in_the_worker_beats_and_one_with_none_do
         while not {(source, 0), (source, 1)} <= worker.assignment:
             assert time.monotonic() < deadline, "the worker got no partitions"
             worker.step()
-        keyed = worker._keyed[0]
+        keyed = worker.engine.progress.keyed[0]
         output = worker._output
         assert output is not None
         waiting = fetched(source, 1, 0, json.dumps({"key": "b", "ts": 5.0}).encode(), int(time.time() * 1000))
         worker.admit([waiting])  # fetched, not run: it waits in the buffer
-        worker._broadcast_progress(time.monotonic() + 60)  # past the heartbeat interval
+        worker.engine.progress.send(time.monotonic() + 60)  # past the heartbeat interval
         output.producer.flush(10)
         with reading(kafka_settings, [keyed.topic]) as reader:
             reader.wait_for(
@@ -236,7 +236,7 @@ def test_a_partition_whose_records_wait_in_the_worker_beats_and_one_with_none_do
                 (q, 1, HEARTBEAT_FLOOR) for q in range(keyed.partitions)
             ]
             assert worker.run_for(5.0) == 1  # it ran: progress grew, nothing waits any more
-            worker._broadcast_progress(time.monotonic() + 120)
+            worker.engine.progress.send(time.monotonic() + 120)
             output.producer.flush(10)
             reader.wait_for(
                 lambda r: len(_progress(reader, keyed.topic)) >= 2 * keyed.partitions, 30, "progress"

@@ -51,7 +51,7 @@ def test_an_idle_worker_does_not_sit_on_a_fetched_record_for_its_poll_timeout(
             expected = n + 1
             reader.wait_for(lambda r: len(r[out]) >= expected, 60, f"result {n}")  # noqa: B023
             latencies.append(time.monotonic() - sent)
-    schedule = worker._schedules[0]
+    schedule = worker.engine.schedules[0]
     assert schedule.metrics.fetch_latency.count == 4
     # Each well under the poll timeout (the old behaviour: about POLL_TIMEOUT each).
     assert max(latencies) < POLL_TIMEOUT / 2, latencies

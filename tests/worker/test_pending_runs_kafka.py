@@ -61,20 +61,20 @@ def test_the_committable_offset_is_the_first_record_not_run_after_each_quantum(
     try:
         worker.admit(batch)
         waiting = {p: [o for o in offs if (p, o) not in bad] for p, offs in offsets.items()}
-        executor = worker._executor
+        executor = worker.engine.executor
         while True:
             quantum = worker.scheduler.next_batch()
             if quantum is None:
                 break
             partition = quantum.key[1]
-            ran = executor.run_quantum(quantum, worker._schedules[quantum.key[0]])
+            ran = executor.run_quantum(quantum, worker.engine.schedules[quantum.key[0]])
             assert ran > 0
             del waiting[partition][:ran]  # one operator-partition runs its records in offset order
             expected = {p: (left[0] if left else offsets[p][-1] + 1) for p, left in waiting.items()}
-            progress = worker._checkpoint.inflight.partitions
+            progress = worker.engine.inflight.partitions
             assert {p: progress[(source, p)].committable() for p in offsets} == expected
-            assert worker._checkpoint.inflight.unfinished() == sum(len(left) for left in waiting.values())
+            assert worker.engine.inflight.unfinished() == sum(len(left) for left in waiting.values())
         assert waiting == {0: [], 1: []}
-        assert worker._checkpoint.inflight.advanced() == {(source, 0): 17, (source, 1): 12}
+        assert worker.engine.inflight.advanced() == {(source, 0): 17, (source, 1): 12}
     finally:
         worker.close()

@@ -128,7 +128,7 @@ def test_a_partition_without_data_from_an_upstream_partition_closes_windows_thro
         # Progress goes on: partition 0 reaches 35, which moves both watermarks to 26 - [10, 20) closes.
         produce(kafka_settings, source, events(keys[0], [35], 0))
         reader.wait_for(lambda r: len(r[out]) >= 4, 60, "the [10, 20) windows of both keys")
-    schedules = {s.task.subtopology.input_kind: s for s in worker._schedules}
+    schedules = {s.task.subtopology.input_kind: s for s in worker.engine.schedules}
     assert schedules["repartition"].metrics.consumed == 9  # records only, not progress records
     assert worker.counters.progress_records > 0
     assert worker.counters.dead_letter_decode == 0 and worker.counters.late == 0
@@ -233,7 +233,7 @@ def test_progress_goes_out_after_the_quantum_without_waiting_for_the_loop(
         assert worker.run_for(10.0) == 6
         # At least the first quantum's upstream partition, to each repartition partition (the second
         # quantum's goes out too only if the interval has passed again by then).
-        repartitions = worker._keyed[0].partitions
+        repartitions = worker.engine.progress.keyed[0].partitions
         assert repartitions == 2
         assert worker.counters.progress_records in (repartitions, 2 * repartitions)
     finally:

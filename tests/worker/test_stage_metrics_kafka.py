@@ -76,7 +76,7 @@ def test_each_stage_is_observed_once_per_record_with_a_plausible_duration(
         # The acknowledgements are timed when the worker flushes (at its commits); let one happen.
         time.sleep(1.5)
     elapsed = time.time() - started
-    schedules = {s.task.subtopology.input_kind: s for s in worker._schedules}
+    schedules = {s.task.subtopology.input_kind: s for s in worker.engine.schedules}
     at_source, at_window = schedules["source"].metrics, schedules["repartition"].metrics
     (window_op,) = schedules["repartition"].task.windows
     window = exporter.operator("t", name, window_op.node_id)

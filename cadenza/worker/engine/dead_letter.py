@@ -28,7 +28,7 @@ every restart.
 
 A pipeline declared with ``on_error="stop"`` gets no dead letters from its steps: a step that fails
 raises :class:`PipelineStoppedError` instead, which the worker turns into stopping that pipeline at the
-record (see :meth:`cadenza.worker.runtime.Worker.stop_pipeline`). Records that fail to decode are
+record (see :meth:`cadenza.worker.engine.engine.Engine.stop_pipeline`). Records that fail to decode are
 dead-lettered in both modes.
 
 A late record goes to the pipeline's late topic once per window it missed: key as a sink writes it,

@@ -31,8 +31,8 @@ from cadenza.scheduling.scheduler import Quantum, Scheduler
 from cadenza.worker.engine.context_stamps import TaskSchedule
 from cadenza.worker.engine.dead_letter import PipelineStoppedError
 from cadenza.worker.engine.idle_clock import IdleClock
+from cadenza.worker.engine.running import IDLE, UNKNOWN, idle_words
 from cadenza.worker.engine.unit import Unit
-from cadenza.worker.reliability.crash_slot import IDLE, UNKNOWN, idle_words
 
 __all__ = ["Executor", "SchedKey"]
 
@@ -49,8 +49,8 @@ class Backpressure(Protocol):
 
 
 class Executor:
-    """Runs queued units; the worker sets :attr:`schedules`, :attr:`output`, :attr:`emitter` and
-    :attr:`record` when it starts (and clears :attr:`record` when it closes)."""
+    """Runs queued units of ``schedules``, taken by the scheduler's priority; built complete by the
+    engine (:class:`~cadenza.worker.engine.engine.Engine`)."""
 
     __slots__ = (
         "after_quantum",
@@ -71,28 +71,37 @@ class Executor:
         self,
         scheduler: Scheduler[SchedKey, Unit],
         policy: SchedulingPolicy,
-        on_stop: Callable[[PipelineStoppedError], None],
+        schedules: Sequence[TaskSchedule],
+        on_stop: Callable[[PipelineStoppedError], object],
+        *,
+        output: Backpressure | None = None,
+        emitter: SpanEmitter | None = None,
+        record: Record | None = None,
+        after_quantum: Callable[[], None] | None = None,
+        words: memoryview | None = None,
+        tags: dict[tuple[str, int], int] | None = None,
+        read_clock: IdleClock | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.policy = policy
-        self.on_stop = on_stop
         #: Index ``i`` is the schedule of the scheduler keys ``(i, partition)``.
-        self.schedules: Sequence[TaskSchedule] = ()
-        self.output: Backpressure | None = None
-        self.emitter: SpanEmitter | None = None
-        self.record: Record | None = None
-        #: Called after each quantum (the worker's progress records, see
-        #: :meth:`~cadenza.worker.runtime.Worker.send_due_progress`); ``None``: nothing.
-        self.after_quantum: Callable[[], None] | None = None
+        self.schedules = schedules
+        self.on_stop = on_stop
+        self.output = output
+        self.emitter = emitter
+        self.record = record
+        #: Called after each quantum (the engine's progress records, see
+        #: :meth:`~cadenza.worker.engine.engine.Engine.send_due_progress`); ``None``: nothing.
+        self.after_quantum = after_quantum
         #: The crash slot's words (``[0]``: the running offset, ``[1]``: its partition's tag) and the
         #: partitions' tags; a private buffer when the worker has no slot, so the hot path stores
         #: unconditionally.
-        self.words = idle_words()
-        self.tags: dict[tuple[str, int], int] = {}
+        self.words = words if words is not None else idle_words()
+        self.tags = tags if tags is not None else {}
         #: Reads each running unit's fetch stamp (``Unit.read_at``) while it runs: the worker's idle
         #: clock, which window steps time their inputs' silence on (see
         #: :mod:`cadenza.worker.engine.idle_clock`); a private one when nothing reads it.
-        self.read_clock = IdleClock()
+        self.read_clock = read_clock if read_clock is not None else IdleClock()
         #: The slowest quantum of the last :meth:`run_for`: (seconds, its scheduler key).
         self.slowest: tuple[float, SchedKey] = _NO_QUANTUM
 

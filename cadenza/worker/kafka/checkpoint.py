@@ -115,17 +115,27 @@ class Checkpoint:
         "windows",
     )
 
-    def __init__(self, counters: WorkerCounters, interval: float) -> None:
+    def __init__(
+        self,
+        counters: WorkerCounters,
+        interval: float,
+        *,
+        inflight: InFlight,
+        output: DurableOutput,
+        windows: Iterable[StatefulStep] = (),
+        dry_interval: float = 0.0,
+        record: Record | None = None,
+    ) -> None:
         self._counters = counters
         self.interval = interval
-        self.inflight = InFlight()
+        #: The engine's unfinished records (:class:`~cadenza.worker.engine.inflight.InFlight`).
+        self.inflight = inflight
         self.offsets = OffsetCommits(counters)
         #: Stateful steps whose touched state is changelogged at each commit (a stopped pipeline's
         #: are removed, so that its changelog stays where a replay from its committed offsets builds).
-        self.windows: list[StatefulStep] = []
-        #: Set when the worker starts (the producer is made then).
-        self.output: DurableOutput | None = None
-        self.record: Record | None = None
+        self.windows: list[StatefulStep] = list(windows)
+        self.output = output
+        self.record = record
         #: ``time.monotonic()`` of the last commit.
         self.last = 0.0
         #: Records ran or arrived since the last commit.
@@ -133,7 +143,7 @@ class Checkpoint:
         #: Least time between two commits made because the buffer ran dry: a trickle of records runs
         #: it dry after each one, and a checkpoint per record would cost more than the record. 0: commit
         #: whenever it runs dry.
-        self.dry_interval = 0.0
+        self.dry_interval = dry_interval
         #: Checkpoints taken, oldest first.
         self._open: deque[_Open] = deque()
         #: Sealed epochs not yet known to be acknowledged, oldest first; ``_acked`` of the ``_seals``
@@ -168,7 +178,7 @@ class Checkpoint:
             self.pending = False
 
     def _take(self) -> None:
-        output = self._output()
+        output = self.output
         changelog = [
             (window, partition, writes)
             for window in self.windows
@@ -186,7 +196,7 @@ class Checkpoint:
             self._advance(consumers)
 
     def _advance(self, consumers: Sequence[tuple[Consumer, Collection[str] | None]]) -> None:
-        output = self._output()
+        output = self.output
         output.serve()
         output.raise_failed()
         durable = False
@@ -217,7 +227,7 @@ class Checkpoint:
             self.pending = False
 
     def _commit(self, consumers: Sequence[tuple[Consumer, Collection[str] | None]]) -> None:
-        output = self._output()
+        output = self.output
         self._take()
         output.flush()
         written = False
@@ -235,12 +245,6 @@ class Checkpoint:
         self._acked = self._seals
         for consumer, topics in consumers:
             self.offsets.commit(consumer, topics)
-
-    def _output(self) -> DurableOutput:
-        output = self.output
-        if output is None:
-            raise RuntimeError("the checkpoint has no output yet")
-        return output
 
     def _seal(self, output: DurableOutput) -> int:
         self._sealed.append(output.seal())

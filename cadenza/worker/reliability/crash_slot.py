@@ -50,6 +50,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from cadenza.worker.engine.running import IDLE, UNKNOWN, WORDS, idle_words
+
 __all__ = [
     "IDLE",
     "SLOTS_PER_GROUP",
@@ -71,12 +73,7 @@ VERSION = 1
 HEADER = struct.Struct("<8sIIqQqQII")
 #: Byte offset of the words (8-aligned, so a store is one machine word).
 WORDS_AT = 16
-WORDS = 4
 PAGE = mmap.PAGESIZE
-#: The offset word when no record runs (no Kafka offset is negative).
-IDLE = -1
-#: The partition word of a partition the slot cannot name; with any offset: "running, unknown".
-UNKNOWN = 0
 #: Slot files tried per group on one host (one per worker process running there at once).
 SLOTS_PER_GROUP = 64
 
@@ -94,13 +91,6 @@ def group_directory(crash_dir: Path, group: str) -> Path:
     """A file-system-safe directory name per group (readable prefix, hash for uniqueness)."""
     readable = re.sub(r"[^A-Za-z0-9._-]", "_", group)[:60]
     return crash_dir / f"{readable}-{hashlib.sha1(group.encode()).hexdigest()[:10]}"
-
-
-def idle_words() -> memoryview:
-    """A private buffer shaped like a slot's words: stores into it go nowhere."""
-    words = memoryview(bytearray(8 * WORDS)).cast("q")
-    words[0] = words[2] = IDLE
-    return words
 
 
 class SlotError(ValueError):

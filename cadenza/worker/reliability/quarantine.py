@@ -83,7 +83,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from types import CodeType, FrameType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from confluent_kafka import KafkaError, Message, TopicPartition
 
@@ -92,11 +92,21 @@ from cadenza.infra.kafka.errors import KafkaClientError
 from cadenza.infra.kafka.offsets import end_offsets
 from cadenza.infra.kafka.topics import TopicSpec
 from cadenza.settings import KafkaSettings
-from cadenza.worker.engine.dead_letter import PipelineStoppedError
 from cadenza.worker.reliability.crash_slot import CrashSlot, SlotState
 
-if TYPE_CHECKING:
-    from cadenza.worker.runtime import Worker
+
+class Admitting(Protocol):
+    """What the guard needs of the engine (:class:`~cadenza.worker.engine.engine.Engine`): admit a
+    batch as usual, run one record alone, or dead-letter one without running it."""
+
+    def admit(self, messages: list[Message]) -> None: ...
+
+    def run_alone(self, message: Message, topic: str, partition: int, offset: int) -> None: ...
+
+    def dead_letter_alone(
+        self, message: Message, topic: str, partition: int, offset: int, why: str
+    ) -> None: ...
+
 
 __all__ = [
     "CHUNKED_ABOVE",
@@ -761,7 +771,7 @@ class QuarantineGuard:
         return delivered
 
     def admit(
-        self, worker: Worker, messages: list[Message], end_offset: Callable[[str, int], int | None]
+        self, engine: Admitting, messages: list[Message], end_offset: Callable[[str, int], int | None]
     ) -> None:
         """Admit a batch while some partition is suspect: its records in range run alone, in order.
 
@@ -787,16 +797,16 @@ class QuarantineGuard:
                 normal.append(message)
                 continue
             if normal:
-                worker.admit(normal)
+                engine.admit(normal)
                 normal = []
             if route is Route.QUARANTINE:
-                self._quarantine(worker, message, key, offset)
+                self._quarantine(engine, message, key, offset)
             else:
-                self._run_alone(worker, message, key, offset)
+                self._run_alone(engine, message, key, offset)
             if self.failure is not None:
                 raise self.failure
         if normal:
-            worker.admit(normal)
+            engine.admit(normal)
 
     def _bound(self, key: Key, offset: int, end_offset: Callable[[str, int], int | None]) -> None:
         """Cut ``key``'s suspect range at the partition's end offset, once, at its first batch (at
@@ -822,7 +832,7 @@ class QuarantineGuard:
                 cut,
             )
 
-    def _quarantine(self, worker: Worker, message: Message, key: Key, offset: int) -> None:
+    def _quarantine(self, engine: Admitting, message: Message, key: Key, offset: int) -> None:
         with self._lock:
             deaths = self.book.parts[key].deaths if key in self.book.parts else 2
             self.book.quarantined(key, offset)
@@ -831,44 +841,20 @@ class QuarantineGuard:
             f"was running (a crash, an OOM kill or a hang past max.poll.interval.ms); it was not run again"
         )
         _log.error("%s[%d]@%d %s", key[0], key[1], offset, why)
-        for task in worker._tasks_of(key[0]):
-            dead = task.decoder.dead
-            dead.quarantined(message, key[0], key[1], offset, node_id=task.subtopology.entry, why=why)
+        engine.dead_letter_alone(message, key[0], key[1], offset, why)
         self.quarantined[key[0]] = self.quarantined.get(key[0], 0) + 1
-        worker._checkpoint.inflight.admitted(worker._checkpoint.inflight.progress(*key), offset, [offset, 0])
 
-    def _run_alone(self, worker: Worker, message: Message, key: Key, offset: int) -> None:
-        topic, partition = key
-        pending = [offset, worker._held.get(topic, 0) if worker._held else 0]
-        now = time.time()
+    def _run_alone(self, engine: Admitting, message: Message, key: Key, offset: int) -> None:
         slot = self.slot
         if slot is not None:  # what this process runs, for its successor should it die here
             slot.running(key, offset)
         self._alone = (key, offset, time.perf_counter())
         try:
-            for decode, schedule in worker._stages.get(topic, ()):
-                unit = decode(message, topic, partition, offset)
-                if unit is None:
-                    continue
-                unit.ctx = schedule.context(unit, message, now)
-                metrics = schedule.metrics
-                metrics.consumed += 1
-                started = time.perf_counter()
-                try:
-                    schedule.run(unit, unit.key, unit.value, unit.event_time, None)
-                except PipelineStoppedError as stopped:
-                    worker.stop_pipeline(stopped)
-                    pending[1] += 1  # the record stays uncommitted, as in the scheduled path
-                    continue
-                metrics.record_run(0.0, time.perf_counter() - started)
-                worker.counters.units += 1
+            engine.run_alone(message, key[0], key[1], offset)
         finally:
             self._alone = None
         if slot is not None:
             slot.idle()
-        worker.counters.consumed += 1
-        inflight = worker._checkpoint.inflight
-        inflight.admitted(inflight.progress(topic, partition), offset, pending)
 
     # -- the watchdog -----------------------------------------------------------------------------------
 

@@ -71,8 +71,7 @@ def executor_for(
     plan, policy = plan_of(*graphs, policy="fifo")
     scheduler: Scheduler[SchedKey, Unit] = Scheduler(policy, max_records=quantum, max_seconds=None)
     stopped: list[PipelineStoppedError] = []
-    executor = Executor(scheduler, policy, stopped.append)
-    executor.schedules = plan.schedules
+    executor = Executor(scheduler, policy, plan.schedules, stopped.append)
     return executor, plan, stopped
 
 
