@@ -32,7 +32,8 @@ from _common import environment, stop_process, write_result
 from bench_s1_ab import pipelines_of
 
 from cadenza.demo.machine import process_cpu_seconds
-from cadenza.demo.s1 import PARTITIONS, OutputReader, S1Config, Topics, live_input
+from cadenza.demo.s1_config import PARTITIONS, S1Config
+from cadenza.demo.s1_io import OutputReader, Topics, live_input
 from cadenza.infra.broker.embedded import EmbeddedBroker
 from cadenza.infra.kafka.clients import make_admin
 from cadenza.infra.kafka.topics import ensure_topics

@@ -32,7 +32,7 @@ from _common import environment, write_result
 from confluent_kafka import KafkaError, Message
 
 from cadenza.demo.machine import process_cpu_seconds
-from cadenza.demo.s1 import broker_with_pid
+from cadenza.demo.s1_process import broker_with_pid
 from cadenza.infra.kafka.clients import make_admin, make_producer
 from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
 from cadenza.settings import KafkaSettings

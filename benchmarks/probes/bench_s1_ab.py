@@ -30,7 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scenarios"))
 
 from _common import machine_and_commit, write_result
 
-from cadenza.demo.s1 import PeerCommand, PeerRun, S1Config, run_benchmark
+from cadenza.demo.s1 import run_benchmark
+from cadenza.demo.s1_config import S1Config
+from cadenza.demo.s1_process import PeerCommand, PeerRun
 
 THIS = "cameo"
 

@@ -73,11 +73,13 @@ def demo(
         return
     from cadenza.demo import feedback  # noqa: PLC0415 - the harness loads only when the demo runs
     from cadenza.demo import s1 as module  # noqa: PLC0415
+    from cadenza.demo.s1_config import demo_config  # noqa: PLC0415
+    from cadenza.demo.s1_process import free_port  # noqa: PLC0415
 
     with_stats = stats and feedback.spark_available()
     spans_topic = f"demo-spans-{uuid.uuid4().hex[:6]}" if with_stats else None
-    metrics_port = module.free_port()
-    config = module.demo_config(duration=duration, spans_topic=spans_topic, metrics_port=metrics_port)
+    metrics_port = free_port()
+    config = demo_config(duration=duration, spans_topic=spans_topic, metrics_port=metrics_port)
     console.print(
         "[bold]cadenza demo[/]: tenant [cyan]LS[/] counts clicks per user in 1 s windows and wants each "
         f"count within {config.ls_target * 1000:.0f} ms of the window closing; tenant [cyan]BA[/] scores "
@@ -110,7 +112,7 @@ def demo(
 def _print_results(result: dict[str, Any], requested_load: float) -> None:
     """Every phase as it ran, then each policy's verdict over its phases at the load asked for."""
     from cadenza.demo.phases import in_run_order, policy_result  # noqa: PLC0415 - loads with the demo
-    from cadenza.demo.s1 import LOAD_TOLERANCE  # noqa: PLC0415
+    from cadenza.demo.s1_results import LOAD_TOLERANCE  # noqa: PLC0415
 
     phases = Table(title="every phase, in the order it ran (same input for phases 1-2 and for 3-4)")
     columns = ("phase", "policy", "speed", "BA load", "LS met", "LS p99 ms", "BA met", "BA p99 ms", "broker")

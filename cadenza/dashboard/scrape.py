@@ -2,22 +2,27 @@
 
 The dashboard keeps no state of its own that matters: everything it shows is derived from what the
 workers already export at ``--metrics-port``, so a restart of the dashboard loses only the history it
-drew. The text is parsed by ``prometheus_client.parser`` (the reference parser), and only the series
-named in :mod:`cadenza.infra.metrics.names` are kept, summed over operators into one entry per
-(tenant, pipeline).
+drew. The text is parsed and fetched by :mod:`cadenza.infra.metrics.scrape` (every reader of a
+worker's ``/metrics`` shares it), and only the series named in :mod:`cadenza.infra.metrics.names` are
+kept, summed over operators into one entry per (tenant, pipeline).
 """
 
 from __future__ import annotations
 
-import math
 import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.quantiles import Buckets
+from cadenza.infra.metrics.scrape import (
+    ExpositionError,
+    Sample,
+    add_bucket,
+    fetch,
+    label_key,
+    metrics_url,
+    parse,
+)
 
 __all__ = [
     "PipelineCounts",
@@ -65,17 +70,12 @@ class WorkerSnapshot:
     consumer_lag: dict[tuple[str, int], float] = field(default_factory=dict)
 
 
-def _pipeline(snapshot: WorkerSnapshot, labels: dict[str, str]) -> PipelineCounts | None:
-    tenant, pipeline = labels.get("tenant"), labels.get("pipeline")
-    if tenant is None or pipeline is None:
+def _pipeline(snapshot: WorkerSnapshot, sample: Sample) -> PipelineCounts | None:
+    key = label_key(sample, ("tenant", "pipeline"))
+    if key is None:
         return None
+    tenant, pipeline = key
     return snapshot.pipelines.setdefault((tenant, pipeline), PipelineCounts())
-
-
-def _add_bucket(buckets: Buckets, labels: dict[str, str], value: float) -> None:
-    bound = float(labels.get("le", "nan"))
-    if not math.isnan(bound):
-        buckets[bound] = buckets.get(bound, 0.0) + value
 
 
 def _partition(labels: dict[str, str]) -> tuple[str, int] | None:
@@ -102,59 +102,49 @@ def parse_exposition(text: str, at: float) -> WorkerSnapshot:
     :class:`ScrapeError` (the worker is then shown as down with the parser's message)."""
     snapshot = WorkerSnapshot(at=at)
     try:
-        families = list(text_string_to_metric_families(text))
-    except (ValueError, TypeError, IndexError) as exc:
+        samples = parse(text)
+    except ExpositionError as exc:
         raise ScrapeError(f"not a Prometheus exposition: {exc}") from exc
-    for family in families:
-        for sample in family.samples:
-            name, labels, value = sample.name, sample.labels, float(sample.value)
-            if name in _COUNTERS:
-                counts = _pipeline(snapshot, labels)
-                if counts is not None:
-                    attribute = _COUNTERS[name]
-                    setattr(counts, attribute, getattr(counts, attribute) + value)
-            elif name in _BUCKETS:
-                counts = _pipeline(snapshot, labels)
-                if counts is not None:
-                    _add_bucket(getattr(counts, _BUCKETS[name]), labels, value)
-            elif name == names.LATENCY_TARGET.sample_name:
-                counts = _pipeline(snapshot, labels)
-                if counts is not None:
-                    counts.target_s = value
-            elif name == f"{names.RUN_TIME.name}_sum":
-                snapshot.busy_seconds += value
-            elif name == names.BUFFERED_RECORDS.sample_name:
-                snapshot.buffered = value
-            elif name == names.PAUSED_PARTITIONS.sample_name:
-                snapshot.paused = value
-            elif name == names.WORKER_RESTARTS.sample_name:
-                snapshot.restarts = value
-            elif name in (names.PARTITION_BUFFERED_RECORDS.sample_name, names.CONSUMER_LAG.sample_name):
-                key = _partition(labels)
-                if key is not None:
-                    target = (
-                        snapshot.consumer_lag
-                        if name == names.CONSUMER_LAG.sample_name
-                        else snapshot.partition_buffered
-                    )
-                    target[key] = value
+    for sample in samples:
+        name, labels, value = sample.name, sample.labels, float(sample.value)
+        if name in _COUNTERS:
+            counts = _pipeline(snapshot, sample)
+            if counts is not None:
+                attribute = _COUNTERS[name]
+                setattr(counts, attribute, getattr(counts, attribute) + value)
+        elif name in _BUCKETS:
+            counts = _pipeline(snapshot, sample)
+            if counts is not None:
+                add_bucket(getattr(counts, _BUCKETS[name]), sample)
+        elif name == names.LATENCY_TARGET.sample_name:
+            counts = _pipeline(snapshot, sample)
+            if counts is not None:
+                counts.target_s = value
+        elif name == f"{names.RUN_TIME.name}_sum":
+            snapshot.busy_seconds += value
+        elif name == names.BUFFERED_RECORDS.sample_name:
+            snapshot.buffered = value
+        elif name == names.PAUSED_PARTITIONS.sample_name:
+            snapshot.paused = value
+        elif name == names.WORKER_RESTARTS.sample_name:
+            snapshot.restarts = value
+        elif name in (names.PARTITION_BUFFERED_RECORDS.sample_name, names.CONSUMER_LAG.sample_name):
+            key = _partition(labels)
+            if key is not None:
+                target = (
+                    snapshot.consumer_lag
+                    if name == names.CONSUMER_LAG.sample_name
+                    else snapshot.partition_buffered
+                )
+                target[key] = value
     return snapshot
-
-
-def metrics_url(url: str) -> str:
-    """``host:port`` or ``http://host:port`` means the worker's ``/metrics``; a full path is kept."""
-    if "://" not in url:
-        url = f"http://{url}"
-    _, _, path = url.partition("://")[2].partition("/")
-    return url if path else f"{url.rstrip('/')}/metrics"
 
 
 def scrape_worker(url: str, at: float, timeout: float = 2.0) -> WorkerSnapshot:
     """Fetch and parse ``url``; any failure (refused, timeout, HTTP error, garbage) is a
     :class:`ScrapeError` with a message fit for the page."""
     try:
-        with urllib.request.urlopen(metrics_url(url), timeout=timeout) as response:
-            text = response.read().decode("utf-8", errors="replace")
+        text = fetch(url, timeout)
     except urllib.error.HTTPError as exc:
         raise ScrapeError(f"HTTP {exc.code} {exc.reason}") from exc
     except (urllib.error.URLError, OSError, ValueError) as exc:

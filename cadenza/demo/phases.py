@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cadenza.demo.s1 import MET_GOAL, TENANTS, met_phrase
+from cadenza.demo.s1_config import TENANTS
+from cadenza.demo.s1_results import MET_GOAL, met_phrase
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class TenantResult:
         return self.met / self.expected if self.expected else None
 
     def verdict(self, goal: float = MET_GOAL) -> str:
-        """One plain phrase, worded as :func:`cadenza.demo.s1.verdict` words one phase."""
+        """One plain phrase, worded as :func:`~cadenza.demo.s1_results.met_phrase` words one phase."""
         return met_phrase(self.ratio, self.target_ms, self.expected - self.results, goal, places=1)
 
 

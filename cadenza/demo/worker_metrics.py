@@ -2,16 +2,16 @@
 requests it sent the broker, its loop's stalls, the hops its deadlines planned for, and BA's time per
 job. Two scrapes around a measured phase, subtracted, give the phase alone; quantiles are
 interpolated as Prometheus' ``histogram_quantile`` does, so the report and the dashboard agree.
+
+The text is fetched and parsed, and series picked out of it, by :mod:`cadenza.infra.metrics.scrape`,
+which the dashboard and the pool read workers with too; what is here is only which series S1 wants.
 """
 
 from __future__ import annotations
 
-import math
-import urllib.request
-
-from prometheus_client.parser import text_string_to_metric_families
-
+from cadenza.infra.metrics.quantiles import bucket_bound
 from cadenza.infra.metrics.quantiles import histogram_quantile as prometheus_quantile
+from cadenza.infra.metrics.scrape import bucket_sums, counter_deltas, fetch, parse, sample_values
 
 #: The worker's stage histograms, in the order a record meets them (see cadenza/schemas/METRICS.md):
 #: source fetch, scheduler queue wait, run, repartition hop, window close wait, produce acknowledgement.
@@ -29,31 +29,9 @@ Buckets = dict[tuple[str, str], dict[float, float]]  # (stage, tenant) -> upper 
 def scrape(port: int) -> str:
     """The worker's /metrics text, or "" if it does not answer."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            text: str = response.read().decode()
-            return text
+        return fetch(f"127.0.0.1:{port}", timeout=5)
     except OSError:
         return ""
-
-
-def counter_deltas(
-    before: str, after: str, name: str, labels: tuple[str, ...]
-) -> dict[tuple[str, ...], float]:
-    """How much each series of counter sample ``name`` (keyed by the values of ``labels``) grew between
-    two scrapes of the worker's /metrics; series that did not grow are left out."""
-    start = sample_values(before, name, labels)
-    grown = {key: value - start.get(key, 0.0) for key, value in sample_values(after, name, labels).items()}
-    return {key: delta for key, delta in grown.items() if delta > 0}
-
-
-def sample_values(text: str, name: str, labels: tuple[str, ...]) -> dict[tuple[str, ...], float]:
-    """Each series of sample ``name`` in a scrape, keyed by the values of ``labels``."""
-    return {
-        tuple(sample.labels[label] for label in labels): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name
-    }
 
 
 def kafka_requests(before: str, after: str) -> dict[str, dict[str, float]]:
@@ -105,19 +83,12 @@ def loop_stalls(before: str, after: str) -> dict[str, dict[str, float]]:
 
 def stage_buckets(text: str) -> Buckets:
     """Per stage and tenant, the cumulative bucket counts summed over the tenant's operators."""
-    by_metric = {f"{metric}_bucket{{": stage for stage, metric in STAGES.items()}
-    buckets: Buckets = {}
-    for line in text.splitlines():
-        stage = next((name for prefix, name in by_metric.items() if line.startswith(prefix)), None)
-        if stage is None:
-            continue
-        labels, value = line.rsplit(" ", 1)
-        fields = dict(part.split("=", 1) for part in labels[labels.index("{") + 1 : -1].split(","))
-        tenant = fields["tenant"].strip('"')
-        bound = float(fields["le"].strip('"'))
-        per = buckets.setdefault((stage, tenant), {})
-        per[bound] = per.get(bound, 0.0) + float(value)
-    return buckets
+    samples = parse(text)
+    return {
+        (stage, tenant): buckets
+        for stage, metric in STAGES.items()
+        for (tenant,), buckets in bucket_sums(samples, metric, ("tenant",)).items()
+    }
 
 
 def stage_percentiles(before: Buckets, after: Buckets) -> dict[str, dict[str, dict[str, float | None]]]:
@@ -132,7 +103,7 @@ def stage_percentiles(before: Buckets, after: Buckets) -> dict[str, dict[str, di
     for (stage, tenant), cumulative in after.items():
         base = before.get((stage, tenant), {})
         delta = {bound: count - base.get(bound, 0.0) for bound, count in cumulative.items()}
-        total = delta.get(math.inf, 0.0)
+        total = delta.get(float("inf"), 0.0)
         if total <= 0:
             continue
         out.setdefault(tenant, {})[stage] = {
@@ -170,9 +141,5 @@ def scheduler_queue_wait(text: str) -> dict[str, dict[str, float | None]]:
 
 def _bucket_quantile(cumulative: dict[float, float], q: float) -> float | None:
     """Upper bound (ms) of the histogram bucket holding quantile ``q``; None if empty or beyond the last."""
-    bounds = sorted(cumulative)
-    total = cumulative[bounds[-1]]
-    for bound in bounds:
-        if total and cumulative[bound] >= q * total:
-            return None if math.isinf(bound) else round(bound * 1000, 2)
-    return None
+    bound = bucket_bound(q, cumulative)
+    return None if bound is None else round(bound * 1000, 2)

@@ -12,9 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from cadenza.infra.metrics import names
+from cadenza.infra.metrics.scrape import Exposition, parse, sample_values
 from cadenza.scaling.controller import RateWindow
 from cadenza.scaling.ds2 import InstanceRates
 
@@ -60,7 +59,7 @@ def dataflow(pipelines: Iterable[tuple[str, Sequence[SubTopology]]]) -> Dataflow
     return Dataflow(subs, sources, edges)
 
 
-def parse_rates(exposition: str) -> dict[SubKey, InstanceRates]:
+def parse_rates(exposition: Exposition) -> dict[SubKey, InstanceRates]:
     """One worker's rate gauges (see :mod:`cadenza.worker.tuning.rates`) from its ``/metrics`` text."""
     fields = {
         names.TRUE_PROCESSING_RATE.name: "true_processing",
@@ -68,14 +67,13 @@ def parse_rates(exposition: str) -> dict[SubKey, InstanceRates]:
         names.OBSERVED_PROCESSING_RATE.name: "observed_processing",
         names.OBSERVED_OUTPUT_RATE.name: "observed_output",
     }
+    samples = parse(exposition) if isinstance(exposition, str) else exposition
     values: dict[SubKey, dict[str, float]] = {}
-    for family in text_string_to_metric_families(exposition):
-        field = fields.get(family.name)
-        if field is None:
-            continue
-        for sample in family.samples:
-            key = (sample.labels["pipeline"], sample.labels["sub_topology"])
-            values.setdefault(key, {})[field] = float(sample.value)
+    for name, field in fields.items():
+        for (pipeline, sub_topology), value in sample_values(
+            samples, name, ("pipeline", "sub_topology")
+        ).items():
+            values.setdefault((pipeline, sub_topology), {})[field] = value
     return {
         key: InstanceRates(
             v.get("true_processing", 0.0),

@@ -47,6 +47,7 @@ from cadenza.infra.kafka.offsets import end_offsets
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.feedback import KIND_HEADER, POOL_DECISION_KIND
 from cadenza.infra.metrics.prometheus import PrometheusExporter
+from cadenza.infra.metrics.scrape import fetch
 from cadenza.scaling.controller import PoolDecision, RateWindow
 from cadenza.scaling.ds2 import InstanceRates
 from cadenza.scaling.handover import PlanMover
@@ -314,8 +315,7 @@ class Pool:
         rates: list[Mapping[SubKey, InstanceRates]] = []
         for url in self.processes.urls():
             try:
-                with urllib.request.urlopen(url, timeout=2.0) as response:
-                    rates.append(parse_rates(response.read().decode()))
+                rates.append(parse_rates(fetch(url, timeout=2.0)))
             except OSError as exc:  # a worker still starting or just stopped: it has no rates yet
                 _log.debug("no metrics from %s: %s", url, exc)
         return rates

@@ -7,15 +7,15 @@ from typing import Any
 
 from demo_runs import judge, markdown, summarise
 
-from cadenza.demo import s1
+from cadenza.demo import s1_results
 
 
 def _phase(number: int, ls_met: int, *, broker: float = 0.15, run_ms: float = 5.0) -> dict[str, Any]:
-    ls = s1.tenant_stats(
+    ls = s1_results.tenant_stats(
         [0.1] * ls_met + [1.0] * (100 - ls_met), expected=100, target=0.3, records=100, seconds=1
     )
-    ba = s1.tenant_stats([1.0] * 50, expected=50, target=5.0, records=50, seconds=1)
-    load = s1.actual_load(0.75, 100.0, 130.0, 130.0, run_s=run_ms / 1000, calibrated_run_s=0.005)
+    ba = s1_results.tenant_stats([1.0] * 50, expected=50, target=5.0, records=50, seconds=1)
+    load = s1_results.actual_load(0.75, 100.0, 130.0, 130.0, run_s=run_ms / 1000, calibrated_run_s=0.005)
     cpu = {"broker_cores": broker}
     return {"phase": number, "LS": ls, "BA": ba, "load": load, "cpu": cpu, "speed": {"relative": 1.0}}
 

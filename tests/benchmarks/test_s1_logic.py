@@ -10,33 +10,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from bench_s1 import check_load, format_table, verdict
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from cadenza.demo.machine import machine_busy_seconds, process_cpu_seconds
-from cadenza.demo.s1 import (
+from cadenza.demo.s1_config import WARMUP_FIRST_ID, Capacity, S1Config, quick_config
+from cadenza.demo.s1_io import Output, Send, plan
+from cadenza.demo.s1_plot import plot
+from cadenza.demo.s1_process import CpuSample
+from cadenza.demo.s1_results import (
     LOAD_TOLERANCE,
-    WARMUP_FIRST_ID,
-    Capacity,
-    CpuSample,
     Expectations,
-    Output,
-    S1Config,
-    Send,
     actual_load,
-    check_load,
     expectations,
-    format_table,
     measure,
     median_run,
-    percentile,
-    plan,
-    plot,
-    quick_config,
     sustained_rate,
     tenant_stats,
-    verdict,
 )
 from cadenza.demo.worker_metrics import (
     STAGES,
@@ -48,6 +40,7 @@ from cadenza.demo.worker_metrics import (
     stage_percentiles,
 )
 from cadenza.infra.metrics.names import LATENCY_BUCKETS
+from cadenza.infra.metrics.quantiles import sample_quantile as percentile
 
 
 def test_the_plan_is_seeded_ordered_and_keeps_the_mean_rates() -> None:

@@ -10,13 +10,13 @@ import pytest
 
 from cadenza.cli import demo
 from cadenza.cli.console import console
-from cadenza.demo import s1
+from cadenza.demo import s1_results
 
 
 def _phase(number: int, ls_latencies: list[float], run_ms: float) -> dict[str, Any]:
-    ls = s1.tenant_stats(ls_latencies, expected=100, target=0.3, records=100, seconds=10.0)
-    ba = s1.tenant_stats([1.0] * 100, expected=100, target=5.0, records=100, seconds=10.0)
-    load = s1.actual_load(0.75, 750.0, 1000.0, 1000.0, run_s=run_ms / 1000, calibrated_run_s=0.005)
+    ls = s1_results.tenant_stats(ls_latencies, expected=100, target=0.3, records=100, seconds=10.0)
+    ba = s1_results.tenant_stats([1.0] * 100, expected=100, target=5.0, records=100, seconds=10.0)
+    load = s1_results.actual_load(0.75, 750.0, 1000.0, 1000.0, run_s=run_ms / 1000, calibrated_run_s=0.005)
     cpu = {"wall_s": 10.0, "broker_s": 1.5, "broker_cores": 0.15}
     return {"phase": number, "LS": ls, "BA": ba, "load": load, "cpu": cpu, "speed": {"relative": 1.0}}
 

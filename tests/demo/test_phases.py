@@ -8,16 +8,8 @@ from typing import Any
 import pytest
 
 from cadenza.demo.phases import in_run_order, policy_result
-from cadenza.demo.s1 import (
-    SIZINGS,
-    S1Config,
-    actual_load,
-    demo_config,
-    phase_order,
-    quick_config,
-    sized,
-    tenant_stats,
-)
+from cadenza.demo.s1_config import SIZINGS, S1Config, demo_config, phase_order, quick_config, sized
+from cadenza.demo.s1_results import actual_load, tenant_stats
 from cadenza.demo.worker_metrics import mean_run_seconds
 
 

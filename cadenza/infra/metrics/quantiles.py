@@ -4,13 +4,18 @@ The dashboard's p50/p99 must agree with what Grafana shows for the same window, 
 plans with (:mod:`cadenza.worker.tuning.hop_estimates`) with what its dashboard shows, so the estimate is
 Prometheus' own: find the bucket holding the rank and interpolate linearly inside it; a rank in the
 ``+Inf`` bucket is reported as the largest finite bound (the histogram cannot say more).
+
+Beside it, two coarser readings the S1 harness reports: the upper bound of the bucket holding a
+quantile (:func:`bucket_bound`), and the nearest-rank quantile of raw values (:func:`sample_quantile`),
+for latencies measured one by one rather than counted into buckets.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-__all__ = ["Buckets", "bucket_delta", "histogram_quantile"]
+__all__ = ["Buckets", "bucket_bound", "bucket_delta", "histogram_quantile", "sample_quantile"]
 
 Buckets = dict[float, float]
 """Cumulative counts by upper bound (``le``), ``+Inf`` included."""
@@ -45,3 +50,24 @@ def bucket_delta(now: Buckets, before: Buckets) -> Buckets:
     if now.get(math.inf, 0.0) < before.get(math.inf, 0.0):
         return dict(now)
     return {bound: max(0.0, count - before.get(bound, 0.0)) for bound, count in now.items()}
+
+
+def bucket_bound(q: float, buckets: Buckets) -> float | None:
+    """The upper bound of the bucket holding the ``q`` quantile of ``buckets``: what the histogram
+    says for certain (the quantile is at most that); ``None`` without observations or where the
+    quantile is in the ``+Inf`` bucket."""
+    bounds = sorted(buckets)
+    total = buckets[bounds[-1]] if bounds else 0.0
+    for bound in bounds:
+        if total and buckets[bound] >= q * total:
+            return None if math.isinf(bound) else bound
+    return None
+
+
+def sample_quantile(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank ``q`` quantile of ``values`` (one of them, none interpolated); ``None`` if empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
+    return ordered[index]
