@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING
 
 from _common import environment, write_result
 
+from cadenza.feedback.consumer import FeedbackConsumer
+from cadenza.feedback.stats_job import StatsConfig, start_stats
 from cadenza.infra.kafka.clients import flush_or_raise, make_admin, make_producer
 from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
-from cadenza.infra.metrics.feedback_consumer import FeedbackConsumer
 from cadenza.infra.metrics.spans import SPAN_CODEC, Span, encode_span, span_key
 from cadenza.infra.spark import register, spark_session
-from cadenza.infra.spark.stats_job import StatsConfig, start_stats
 from cadenza.scheduling.costs import CostModel
 from cadenza.settings import KafkaSettings
 from cadenza.testing.brokers import provide_test_broker

@@ -29,8 +29,8 @@ from cadenza.cli.console import command_errors, console
 from cadenza.cli.stop_signals import stop_on_signals
 from cadenza.durations import parse_duration
 from cadenza.errors import CadenzaError
+from cadenza.feedback.records import CRITICAL_PARTICIPATION_KIND, KIND_HEADER
 from cadenza.infra.kafka.clients import flush_or_raise, make_producer
-from cadenza.infra.metrics.feedback import CRITICAL_PARTICIPATION_KIND, KIND_HEADER
 from cadenza.infra.metrics.topics import DEFAULT_FEEDBACK_TOPIC
 from cadenza.settings import KafkaSettings
 
@@ -219,8 +219,11 @@ def _write(results: Sequence[WindowSummary], topic: str, json_out: Path | None, 
 def _spark_summaries(
     settings: KafkaSettings, topic: str, begin: float, end: float, width: float, master: str
 ) -> list[WindowSummary]:
-    """The windows of ``[begin, end)`` computed by :func:`~cadenza.infra.spark.spark_window_summaries`."""
-    from cadenza.infra.spark import spark_session, spark_window_summaries  # noqa: PLC0415 - PySpark is optional
+    """The windows of ``[begin, end)``, computed in Spark (:mod:`cadenza.analysis.spark_job`)."""
+    from cadenza.infra.spark import require_pyspark, spark_session  # noqa: PLC0415 - PySpark is optional
+
+    require_pyspark()  # before the job's module, whose imports need the `spark` extra
+    from cadenza.analysis.spark_job import spark_window_summaries  # noqa: PLC0415
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = spark_session("cadenza-analyze", master=master, ui=False)

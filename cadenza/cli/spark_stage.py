@@ -65,7 +65,7 @@ def spark_stage_command(
     spark_conf: SparkConfOption = None,
 ) -> None:
     """Run the Structured Streaming queries of the pipelines' on_spark stages until Ctrl-C or SIGTERM."""
-    from cadenza.infra.spark.stages import start_stage  # noqa: PLC0415 - PySpark is optional
+    from cadenza.spark_stages.runner import start_stage  # noqa: PLC0415 - PySpark is optional
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

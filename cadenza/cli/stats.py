@@ -55,7 +55,7 @@ def stats_command(
     Connection settings come from CADENZA_* variables. Ctrl-C or SIGTERM stops the query cleanly;
     its checkpoint lets the next run continue where this one stopped.
     """
-    from cadenza.infra.spark.stats_job import StatsConfig, start_stats  # noqa: PLC0415 - PySpark is optional
+    from cadenza.feedback.stats_job import StatsConfig, start_stats  # noqa: PLC0415 - PySpark is optional
 
     settings = KafkaSettings.load()
     mode: Literal["update", "append"] = "append" if output_mode == "append" else "update"

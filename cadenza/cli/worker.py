@@ -23,11 +23,11 @@ from rich.markup import escape
 
 from cadenza.cli.console import LogFormat, err_console, setup_logging, user_errors
 from cadenza.errors import ConfigError
-from cadenza.infra.metrics.discovery import WorkerAnnouncer, advertised_url
 from cadenza.infra.metrics.server import MetricsServer
 from cadenza.pipelines import Pipeline, load_pipelines
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
+from cadenza.worker.announcer import WorkerAnnouncer, advertised_url
 from cadenza.worker.config import ENV_PREFIX, OFF, WorkerConfig, bounds, unit
 from cadenza.worker.kafka.group_plan import PlanMismatchError
 from cadenza.worker.supervisor import WorkerSupervisor

@@ -1,6 +1,6 @@
 """Following the discovery topic: which workers exist now, and how fresh their heartbeats are.
 
-Workers announce their metrics URL on a compacted topic (:mod:`cadenza.infra.metrics.discovery`).
+Workers announce their metrics URL on a compacted topic (:mod:`cadenza.worker.announcer`).
 The dashboard reads it from the beginning with a consumer group of its own, so a restarted dashboard
 finds every worker again from the topic alone. :class:`DiscoveredWorkers` is the pure part (what a
 sequence of records means); :class:`DiscoveryReader` feeds it from Kafka on a thread. Records that
@@ -16,8 +16,8 @@ from typing import Any
 from confluent_kafka import Message
 
 from cadenza.dashboard.follower import TopicFollower
-from cadenza.infra.metrics.discovery import Announcement, AnnouncementError, parse_announcement
 from cadenza.settings import KafkaSettings
+from cadenza.worker.announcer import Announcement, AnnouncementError, parse_announcement
 
 __all__ = ["DiscoveredWorker", "DiscoveredWorkers", "DiscoveryReader"]
 

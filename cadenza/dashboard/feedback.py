@@ -17,13 +17,13 @@ from typing import Any
 from confluent_kafka import Message
 
 from cadenza.dashboard.follower import TopicFollower
-from cadenza.infra.kafka.headers import get_header
-from cadenza.infra.metrics.feedback import (
+from cadenza.feedback.records import (
     CRITICAL_PARTICIPATION_KIND,
     KIND_HEADER,
     POOL_DECISION_KIND,
     TRUE_RATES_KIND,
 )
+from cadenza.infra.kafka.headers import get_header
 from cadenza.settings import KafkaSettings
 
 __all__ = ["FeedbackReader", "classify"]

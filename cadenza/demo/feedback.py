@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cadenza.feedback.consumer import FeedbackConsumer
 from cadenza.infra.kafka.clients import make_admin
 from cadenza.infra.kafka.topics import ensure_topics
-from cadenza.infra.metrics.feedback_consumer import FeedbackConsumer
 from cadenza.infra.metrics.topics import metrics_topic_specs
 from cadenza.scheduling.costs import CostModel
 from cadenza.settings import KafkaSettings
@@ -37,8 +37,8 @@ def spark_available() -> bool:
 def run_feedback_loop(
     settings: KafkaSettings, spans_topic: str, progress: Callable[[str], None] = print
 ) -> list[dict[str, Any]]:
+    from cadenza.feedback.stats_job import StatsConfig, start_stats  # noqa: PLC0415
     from cadenza.infra.spark import register, spark_session  # noqa: PLC0415
-    from cadenza.infra.spark.stats_job import StatsConfig, start_stats  # noqa: PLC0415
 
     feedback_topic = f"{spans_topic}-feedback-{uuid.uuid4().hex[:6]}"
     ensure_topics(make_admin(settings), metrics_topic_specs(spans_topic, feedback_topic))

@@ -10,20 +10,35 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.scrape import Exposition, parse, sample_values
 from cadenza.scaling.controller import RateWindow
 from cadenza.scaling.ds2 import InstanceRates
 
-if TYPE_CHECKING:
-    from cadenza.worker.engine.topology import SubTopology
-
 __all__ = ["Dataflow", "dataflow", "parse_rates", "rate_window"]
 
 SubKey = tuple[str, str]
 """(pipeline, input topic) of a sub-topology."""
+
+
+class SubTopology(Protocol):
+    """What DS2's graph needs of a sub-topology: the topic it reads, whether that is a source or a
+    repartition topic, and the topics it repartitions to.
+
+    The worker's :class:`cadenza.worker.engine.topology.SubTopology` is one; the pool, which the
+    worker imports for its rates and ownership, names none of the worker's types.
+    """
+
+    @property
+    def input_topic(self) -> str: ...
+
+    @property
+    def input_kind(self) -> str: ...
+
+    @property
+    def repartition_topics(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,11 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from cadenza.errors import ConfigError
+from cadenza.feedback.records import KIND_HEADER, POOL_DECISION_KIND
 from cadenza.infra.kafka.clients import make_admin, make_producer
 from cadenza.infra.kafka.errors import KafkaClientError
 from cadenza.infra.kafka.offsets import end_offsets
 from cadenza.infra.metrics import names
-from cadenza.infra.metrics.feedback import KIND_HEADER, POOL_DECISION_KIND
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.infra.metrics.scrape import fetch
 from cadenza.scaling.controller import PoolDecision, RateWindow

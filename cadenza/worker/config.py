@@ -21,8 +21,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cadenza.analysis.kafka_trace import ACTIVITIES_TOPIC
 from cadenza.errors import ConfigError
-from cadenza.infra.metrics.discovery import DEFAULT_DISCOVERY_TOPIC
 from cadenza.settings import describe_validation_error
+from cadenza.worker.announcer import DEFAULT_DISCOVERY_TOPIC
 from cadenza.worker.kafka.lanes import lane_bounds
 
 __all__ = ["ENV_PREFIX", "WorkerConfig", "bounds", "settings_table", "unit"]

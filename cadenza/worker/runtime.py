@@ -66,6 +66,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from cadenza.analysis.kafka_trace import KafkaActivityTrace, activities_topic_spec
 from cadenza.errors import CadenzaError, ConfigError
+from cadenza.feedback.consumer import FeedbackConsumer
 from cadenza.infra.kafka.clients import (
     DEFAULT_ASSIGNOR,
     ClientErrors,
@@ -76,7 +77,6 @@ from cadenza.infra.kafka.errors import BrokerUnavailableError, from_kafka_except
 from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.emitter import SpanEmitter
-from cadenza.infra.metrics.feedback_consumer import FeedbackConsumer
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.infra.metrics.topics import metrics_topic_specs
 from cadenza.pipelines import Pipeline, PipelineGraph

@@ -18,7 +18,7 @@ from cadenza.cli import _spark_run
 from cadenza.cli.app import app
 from cadenza.errors import CadenzaError
 
-STAGE_MODULE = "tests.infra.spark.stage_pipelines"
+STAGE_MODULE = "tests.spark_stages.stage_pipelines"
 
 
 class RecordedError(CadenzaError):
@@ -41,7 +41,8 @@ def text(output: str) -> str:
 def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Record start_spark's and the query starters' arguments instead of starting Spark."""
     pytest.importorskip("pyspark", reason="the commands import the Spark jobs (pip install 'cadenza[spark]')")
-    from cadenza.infra.spark import stages, stats_job  # noqa: PLC0415 - after the skip check
+    from cadenza.feedback import stats_job  # noqa: PLC0415 - after the skip check
+    from cadenza.spark_stages import runner  # noqa: PLC0415
 
     recorded: dict[str, Any] = {}
     session = FakeSession()
@@ -61,7 +62,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr("cadenza.cli.stats.start_spark", start_spark)
     monkeypatch.setattr("cadenza.cli.spark_stage.start_spark", start_spark)
     monkeypatch.setattr(stats_job, "start_stats", start_stats)
-    monkeypatch.setattr(stages, "start_stage", start_stage)
+    monkeypatch.setattr(runner, "start_stage", start_stage)
     monkeypatch.delenv(_spark_run.KAFKA_FORMAT_ENV, raising=False)
     recorded["session"] = session
     return recorded

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cadenza.dashboard import Dashboard, DiscoveredWorker, DiscoveredWorkers
-from cadenza.infra.metrics import Announcement, AnnouncementError, advertised_url, parse_announcement
 from cadenza.scheduling.clock import VirtualClock
+from cadenza.worker.announcer import Announcement, AnnouncementError, advertised_url, parse_announcement
 from tests.dashboard.test_live import Pool, results
 
 

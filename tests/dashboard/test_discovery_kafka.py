@@ -17,10 +17,11 @@ from typing import Any
 
 from cadenza.dashboard import Dashboard, DiscoveryReader, parse_exposition
 from cadenza.infra.kafka.clients import make_producer
-from cadenza.infra.metrics import WorkerAnnouncer, advertised_url, discovery_topic_spec, names
+from cadenza.infra.metrics import names
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
+from cadenza.worker.announcer import WorkerAnnouncer, advertised_url, discovery_topic_spec
 
 
 def wait_for(condition: Callable[[], bool], seconds: float = 30.0) -> bool:

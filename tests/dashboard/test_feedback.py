@@ -6,13 +6,13 @@ import json
 import time
 
 from cadenza.dashboard.feedback import FeedbackReader, classify
-from cadenza.infra.kafka.clients import flush_or_raise, make_producer
-from cadenza.infra.metrics.feedback import (
+from cadenza.feedback.records import (
     CRITICAL_PARTICIPATION_KIND,
     KIND_HEADER,
     POOL_DECISION_KIND,
     TRUE_RATES_KIND,
 )
+from cadenza.infra.kafka.clients import flush_or_raise, make_producer
 from cadenza.scaling import SubTopologyRates, TrueRates, encode_true_rates
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic

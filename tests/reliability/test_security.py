@@ -34,9 +34,9 @@ from confluent_kafka.admin import AdminClient
 from pydantic import BaseModel
 
 from cadenza.errors import CadenzaError, ConfigError
+from cadenza.feedback.consumer import FeedbackConsumer
 from cadenza.infra.kafka import clients
 from cadenza.infra.metrics.emitter import SpanEmitter
-from cadenza.infra.metrics.feedback_consumer import FeedbackConsumer
 from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic

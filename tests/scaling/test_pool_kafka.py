@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from cadenza.feedback.records import KIND_HEADER
 from cadenza.infra.kafka.clients import make_producer
-from cadenza.infra.metrics.feedback import KIND_HEADER
 from cadenza.pipelines import load_pipelines
 from cadenza.scaling.controller import ControllerSettings, PoolController
 from cadenza.scaling.observe import dataflow

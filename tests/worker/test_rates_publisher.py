@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from cadenza.feedback.records import KIND_HEADER, TRUE_RATES_KIND
 from cadenza.infra.kafka.headers import get_header
-from cadenza.infra.metrics.feedback import KIND_HEADER, TRUE_RATES_KIND
 from cadenza.scaling import RateSample, TrueRateMeter, parse_true_rates
 from cadenza.scheduling.clock import VirtualClock
 from cadenza.worker.engine.memory import MemoryProducer, MemoryTopics

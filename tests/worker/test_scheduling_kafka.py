@@ -15,8 +15,8 @@ import uuid
 import pytest
 from pydantic import BaseModel
 
+from cadenza.feedback.records import FEEDBACK_CODEC, FeedbackRecord, encode_feedback
 from cadenza.infra.kafka.clients import DeliveryReport, flush_or_raise, make_producer
-from cadenza.infra.metrics.feedback import FEEDBACK_CODEC, FeedbackRecord, encode_feedback
 from cadenza.infra.metrics.spans import decode_span
 from cadenza.pipelines import Pipeline
 from cadenza.scheduling.context import CONTEXT_HEADER, decode_context

@@ -11,8 +11,8 @@ import uuid
 import pytest
 from pydantic import BaseModel
 
+from cadenza.feedback.records import KIND_HEADER, TRUE_RATES_KIND
 from cadenza.infra.metrics import names
-from cadenza.infra.metrics.feedback import KIND_HEADER, TRUE_RATES_KIND
 from cadenza.pipelines import Pipeline
 from cadenza.scaling import TrueRates, parse_true_rates
 from cadenza.settings import KafkaSettings

@@ -1,4 +1,4 @@
-"""Metrics and cost feedback: what a worker measures, where it goes, and how it comes back.
+"""Metrics: what a worker measures and where it goes.
 
 - :mod:`~cadenza.infra.metrics.names`: every exported metric, declared once;
 - :mod:`~cadenza.infra.metrics.prometheus` and :mod:`~cadenza.infra.metrics.server`: per-operator
@@ -6,36 +6,17 @@
 - :mod:`~cadenza.infra.metrics.spans`, :mod:`~cadenza.infra.metrics.sampling`,
   :mod:`~cadenza.infra.metrics.span_writer`, :mod:`~cadenza.infra.metrics.emitter`,
   :mod:`~cadenza.infra.metrics.span_sink`: one span per
-  operator execution, sampled by trace and sent in batches to the metrics topic (``spans.avsc``);
-- :mod:`~cadenza.infra.metrics.discovery`: each worker announces its metrics URL on a compacted
-  topic, so the dashboard finds the workers of a pool that scales;
-- :mod:`~cadenza.infra.metrics.feedback` and :mod:`~cadenza.infra.metrics.feedback_consumer`: the
-  stats job's per-operator statistics (``feedback.avsc``) read back into the cost model.
+  operator execution, sampled by trace and sent in batches to the metrics topic (``spans.avsc``).
+
+How the statistics come back into the cost model is :mod:`cadenza.feedback`'s; how the dashboard
+finds the workers, :mod:`cadenza.worker.announcer`'s.
 
 See ``cadenza/schemas/METRICS.md`` for the records, the names and the sampling and batching rules.
 """
 
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.avsc import AvscCodec, epoch_seconds, load_avsc, to_micros
-from cadenza.infra.metrics.discovery import (
-    DEFAULT_DISCOVERY_TOPIC,
-    Announcement,
-    AnnouncementError,
-    WorkerAnnouncer,
-    advertised_url,
-    discovery_topic_spec,
-    parse_announcement,
-)
 from cadenza.infra.metrics.emitter import SpanEmitter
-from cadenza.infra.metrics.feedback import (
-    FEEDBACK_AVSC,
-    FEEDBACK_CODEC,
-    FeedbackRecord,
-    decode_feedback,
-    encode_feedback,
-    feedback_key,
-)
-from cadenza.infra.metrics.feedback_consumer import FeedbackConsumer, RunTimeStatistic, run_time_statistic
 from cadenza.infra.metrics.names import ALL_METRICS, MetricDef, MetricKind
 from cadenza.infra.metrics.prometheus import (
     CallbackValue,
@@ -52,21 +33,14 @@ from cadenza.infra.metrics.topics import DEFAULT_FEEDBACK_TOPIC, DEFAULT_SPANS_T
 
 __all__ = [
     "ALL_METRICS",
-    "DEFAULT_DISCOVERY_TOPIC",
     "DEFAULT_FEEDBACK_TOPIC",
     "DEFAULT_SPANS_TOPIC",
-    "FEEDBACK_AVSC",
-    "FEEDBACK_CODEC",
     "FIBONACCI_MULTIPLIER",
     "SPANS_AVSC",
     "SPAN_CODEC",
     "SPAN_PRODUCER_DEFAULTS",
-    "Announcement",
-    "AnnouncementError",
     "AvscCodec",
     "CallbackValue",
-    "FeedbackConsumer",
-    "FeedbackRecord",
     "HealthState",
     "KafkaSpanSink",
     "LatencyHistogram",
@@ -75,26 +49,17 @@ __all__ = [
     "MetricsServer",
     "OperatorMetrics",
     "PrometheusExporter",
-    "RunTimeStatistic",
     "Span",
     "SpanEmitter",
     "SpanSink",
     "SpanWriter",
-    "WorkerAnnouncer",
-    "advertised_url",
-    "decode_feedback",
     "decode_span",
-    "discovery_topic_spec",
-    "encode_feedback",
     "encode_span",
     "epoch_seconds",
-    "feedback_key",
     "is_sampled",
     "load_avsc",
     "metrics_topic_specs",
     "names",
-    "parse_announcement",
-    "run_time_statistic",
     "sample_threshold",
     "serve_metrics",
     "span_key",

@@ -27,7 +27,7 @@ import logging
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import (
@@ -45,9 +45,8 @@ from cadenza.infra.metrics.server import HealthState, MetricsServer, serve_metri
 
 if TYPE_CHECKING:
     from cadenza.infra.metrics.emitter import SpanEmitter
-    from cadenza.infra.metrics.feedback_consumer import FeedbackConsumer
 
-__all__ = ["CallbackValue", "LatencyHistogram", "OperatorMetrics", "PrometheusExporter"]
+__all__ = ["CallbackValue", "FeedbackCounts", "LatencyHistogram", "OperatorMetrics", "PrometheusExporter"]
 
 _log = logging.getLogger("cadenza.metrics.prometheus")
 
@@ -58,6 +57,19 @@ _go_float: Callable[[float], str] = floatToGoString
 
 CallbackValue = float | int | Mapping[tuple[str, ...], float | int]
 """What a callback returns: one value for a metric without labels, else values by label tuple."""
+
+
+class FeedbackCounts(Protocol):
+    """What the exporter reads of a feedback consumer: its applied, rejected and superseded counts.
+
+    :class:`cadenza.feedback.consumer.FeedbackConsumer` is one; infrastructure names no feature.
+    """
+
+    superseded: int
+
+    def applied_by_operator(self) -> dict[tuple[str, ...], int]: ...
+
+    def rejected_by_reason(self) -> dict[tuple[str, ...], int]: ...
 
 
 class LatencyHistogram:
@@ -370,7 +382,7 @@ class PrometheusExporter:
         self.register_callback(names.SPANS_PRODUCED, lambda: emitter.delivered)
         self.register_callback(names.SPANS_DROPPED, emitter.dropped_by_reason)
 
-    def track_feedback(self, feedback: FeedbackConsumer) -> None:
+    def track_feedback(self, feedback: FeedbackCounts) -> None:
         """Export the feedback consumer's applied, rejected and superseded counts."""
         self.register_callback(names.FEEDBACK_APPLIED, feedback.applied_by_operator)
         self.register_callback(names.FEEDBACK_REJECTED, feedback.rejected_by_reason)

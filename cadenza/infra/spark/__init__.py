@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from cadenza.infra.spark.session import SparkUnavailableError, find_java, require_pyspark, spark_session
 
 if TYPE_CHECKING:
-    from cadenza.infra.spark.analysis_job import SparkAnalysis, spark_window_summaries
     from cadenza.infra.spark.datasource import (
         CadenzaKafkaDataSource,
         kafka_format,
@@ -31,8 +30,6 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
-    "SparkAnalysis": "cadenza.infra.spark.analysis_job",
-    "spark_window_summaries": "cadenza.infra.spark.analysis_job",
     "CadenzaKafkaDataSource": "cadenza.infra.spark.datasource",
     "kafka_format": "cadenza.infra.spark.datasource",
     "kafka_options": "cadenza.infra.spark.datasource",
@@ -51,7 +48,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CadenzaKafkaDataSource",
-    "SparkAnalysis",
     "SparkUnavailableError",
     "find_java",
     "kafka_format",
@@ -60,5 +56,4 @@ __all__ = [
     "register",
     "require_pyspark",
     "spark_session",
-    "spark_window_summaries",
 ]

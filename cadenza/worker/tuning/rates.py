@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from cadenza.errors import ConfigError
+from cadenza.feedback.records import KIND_HEADER, TRUE_RATES_KIND
 from cadenza.infra.metrics import names
-from cadenza.infra.metrics.feedback import KIND_HEADER, TRUE_RATES_KIND
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.scaling.rates import RateSample, TrueRateMeter, encode_true_rates, true_rates_of
 from cadenza.scheduling.clock import Clock, SystemClock

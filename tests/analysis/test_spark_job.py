@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cadenza.analysis import Activity, WindowSummary, window_summaries
+from cadenza.analysis.spark_job import spark_window_summaries, windows_touched
 from cadenza.analysis.trace import decode_batch, encode_batch
-from cadenza.infra.spark.analysis_job import spark_window_summaries, windows_touched
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from tests.analysis.test_summary import straggler_trace

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from cadenza.infra.spark.stages import start_stage
 from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext, decode_context, encode_context
 from cadenza.settings import KafkaSettings
+from cadenza.spark_stages.runner import start_stage
 from cadenza.testing.pytest_plugin import NewTopic
 from tests.infra.spark.kafka_helpers import consume_all, produce
-from tests.infra.spark.stage_pipelines import sales
+from tests.spark_stages.stage_pipelines import sales
 
 pytestmark = pytest.mark.kafka
 

@@ -10,14 +10,14 @@ import avro.io
 import avro.schema
 import pytest
 
-from cadenza.infra.metrics.feedback import (
+from cadenza.feedback.consumer import RunTimeStatistic, run_time_statistic
+from cadenza.feedback.records import (
     FEEDBACK_CODEC,
     FeedbackRecord,
     decode_feedback,
     encode_feedback,
     feedback_key,
 )
-from cadenza.infra.metrics.feedback_consumer import RunTimeStatistic, run_time_statistic
 from cadenza.schemas import SCHEMA_FP_HEADER, DecodeError, EncodeError
 
 REFERENCE = avro.schema.parse(files("cadenza.schemas").joinpath("feedback.avsc").read_text(encoding="utf-8"))

@@ -41,11 +41,11 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
+from cadenza.feedback.records import KIND_HEADER, FeedbackRecord, decode_feedback
 from cadenza.infra.kafka.clients import ClientErrors, make_consumer
 from cadenza.infra.kafka.errors import TopicError, from_kafka_error
 from cadenza.infra.kafka.headers import get_header
 from cadenza.infra.lifecycle import Lifecycle
-from cadenza.infra.metrics.feedback import KIND_HEADER, FeedbackRecord, decode_feedback
 from cadenza.scheduling.costs import CostModel
 from cadenza.schemas.errors import DecodeError
 from cadenza.settings import KafkaSettings

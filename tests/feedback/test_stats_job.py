@@ -10,18 +10,18 @@ import pytest
 from pydantic import BaseModel
 from pyspark.sql import SparkSession
 
-from cadenza.infra.metrics.feedback import KIND_HEADER, FeedbackRecord, decode_feedback
-from cadenza.infra.metrics.feedback_consumer import FeedbackConsumer
+from cadenza.feedback.consumer import FeedbackConsumer
+from cadenza.feedback.records import KIND_HEADER, FeedbackRecord, decode_feedback
+from cadenza.feedback.stats_job import DEFAULT_ACCURACY, StatsConfig, start_stats
 from cadenza.infra.metrics.spans import SPAN_CODEC, encode_span
-from cadenza.infra.spark.stats_job import DEFAULT_ACCURACY, StatsConfig, start_stats
 from cadenza.pipelines import Pipeline
 from cadenza.scheduling.costs import CostModel
 from cadenza.schemas.codecs import SCHEMA_FP_HEADER
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from tests.feedback.span_data import direct_stats, generate_spans, produce_spans, rank_bounds
 from tests.infra.spark.kafka_helpers import consume_all
-from tests.infra.spark.span_data import direct_stats, generate_spans, produce_spans, rank_bounds
 from tests.worker.kafka_io import running
 
 pytestmark = pytest.mark.kafka

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
+from cadenza.feedback.consumer import FeedbackConsumer
+from cadenza.feedback.records import FEEDBACK_CODEC, FeedbackRecord, encode_feedback
 from cadenza.infra.kafka.clients import DeliveryReport, flush_or_raise, make_producer
 from cadenza.infra.kafka.errors import TopicError
-from cadenza.infra.metrics.feedback import FEEDBACK_CODEC, FeedbackRecord, encode_feedback
-from cadenza.infra.metrics.feedback_consumer import FeedbackConsumer
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.scheduling import CostModel
 from cadenza.schemas import SCHEMA_FP_HEADER

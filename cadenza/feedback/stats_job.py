@@ -44,11 +44,11 @@ from pyspark.sql.pandas.functions import pandas_udf
 from pyspark.sql.types import BinaryType
 
 from cadenza.errors import ConfigError
-from cadenza.infra.metrics.feedback import FEEDBACK_CODEC, FeedbackRecord, encode_feedback
+from cadenza.feedback.records import FEEDBACK_CODEC, FeedbackRecord, encode_feedback
+from cadenza.feedback.stats_decode import DECODED_SPAN_DDL, decode_span_batches
 from cadenza.infra.metrics.topics import DEFAULT_FEEDBACK_TOPIC, DEFAULT_SPANS_TOPIC
 from cadenza.infra.spark.datasource import kafka_format, kafka_options
 from cadenza.infra.spark.publish import PublishingQuery, batch_publisher
-from cadenza.infra.spark.stats_decode import DECODED_SPAN_DDL, decode_span_batches
 from cadenza.schemas.codecs import SCHEMA_FP_HEADER
 from cadenza.settings import KafkaSettings
 
