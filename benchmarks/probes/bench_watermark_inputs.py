@@ -36,7 +36,8 @@ from cadenza.pipelines import Pipeline, Tumbling
 from cadenza.worker.engine.counters import WorkerCounters
 from cadenza.worker.engine.idle_clock import IdleClock
 from cadenza.worker.engine.output import Output
-from cadenza.worker.engine.task import Task, build_tasks
+from cadenza.worker.engine.task import Task
+from cadenza.worker.engine.task_builder import build_tasks
 from cadenza.worker.engine.unit import Unit
 
 MODES = ("window", "chain")

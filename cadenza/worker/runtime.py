@@ -120,7 +120,8 @@ from cadenza.worker.kafka.rebalance import Rebalance
 from cadenza.worker.kafka.restoring import StateRestorer
 from cadenza.worker.reliability.crash_slot import CrashSlot, default_crash_dir
 from cadenza.worker.reliability.loop_watch import LoopWatch
-from cadenza.worker.reliability.quarantine import QuarantineGuard, quarantine_topic_spec
+from cadenza.worker.reliability.quarantine import QuarantineGuard
+from cadenza.worker.reliability.quarantine_marks import quarantine_topic_spec
 from cadenza.worker.tuning.gc_tuning import GcTuning
 from cadenza.worker.tuning.hop_estimates import DEFAULT_HOP_QUANTILE, HopEstimates, check_hop_quantile
 from cadenza.worker.tuning.rates import RatesPublisher, track_true_rates

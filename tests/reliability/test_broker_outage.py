@@ -46,7 +46,7 @@ from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
 from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
-from cadenza.worker.reliability.quarantine import QUARANTINE_TOPIC
+from cadenza.worker.reliability.quarantine_marks import QUARANTINE_TOPIC
 from cadenza.worker.supervisor import WorkerSupervisor
 from tests.reliability._support import LocalS3, group
 from tests.worker.kafka_io import produce, reading

@@ -11,7 +11,7 @@ inspected and replayed) plus headers saying what went wrong and where it came fr
 - ``cadenza-dead-letter-disposition``: ``not-processed`` (the record did not run: replay it once
   fixed), ``processed-with-fresh-context`` (a notice, see below: the record ran, do not replay it) or
   ``quarantined`` (a poison pill that was running at two deaths of its worker; see
-  :mod:`cadenza.worker.reliability.quarantine`).
+  :mod:`cadenza.worker.reliability.quarantine_book`).
 
 A record whose ``cadenza-ctx`` header is garbled still runs, with a fresh context as if it came from a
 source (the header is scheduling metadata; the value is fine and is never lost), and the garbled
@@ -93,7 +93,7 @@ PROCESSED_WITH_FRESH_CONTEXT = b"processed-with-fresh-context"
 #: Error type of a notice for a garbled ``cadenza-ctx`` header.
 CONTEXT_HEADER_ERROR = "ContextHeaderError"
 #: Disposition of a poison pill: the record was running at two deaths of its worker, so it was not
-#: run again (see :mod:`cadenza.worker.reliability.quarantine`). Replay it only once the cause is fixed.
+#: run again (see :mod:`cadenza.worker.reliability.quarantine_book`). Replay it only once the cause is fixed.
 QUARANTINED = b"quarantined"
 #: Error type of a quarantined record.
 QUARANTINED_ERROR = "Quarantined"

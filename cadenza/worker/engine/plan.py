@@ -4,8 +4,8 @@ Everything an operator needs is known from the graphs before any operator is bui
 sub-topology reads a key_by's repartition topic and whether it is windowed (for the context the
 key_by stamps), the latency target and window delay a sink measures results against, and each
 step's Prometheus series. So the operators are given all of it by their constructors
-(:class:`~cadenza.worker.engine.task.OperatorHooks`), the schedules are made from the same graph-level
-facts, and nothing reaches into a built operator afterwards.
+(:class:`~cadenza.worker.engine.task_builder.OperatorHooks`), the schedules are made from the same
+graph-level facts, and nothing reaches into a built operator afterwards.
 
 The plan is what the rest of the worker reads: the tasks, their schedules (index ``i`` is the
 scheduler's key ``(i, partition)``), per input topic the tasks and the (decode, schedule) pairs a
@@ -41,7 +41,8 @@ from cadenza.worker.engine.operators.routing import KeyByOp, KeyByStamp, SinkSta
 from cadenza.worker.engine.operators.stateful import StatefulStep
 from cadenza.worker.engine.operators.window_step import assigner_of
 from cadenza.worker.engine.output import Output
-from cadenza.worker.engine.task import Task, build_tasks
+from cadenza.worker.engine.task import Task
+from cadenza.worker.engine.task_builder import build_tasks
 from cadenza.worker.engine.topology import SubTopology, upstream_source
 from cadenza.worker.engine.unit import Unit
 
@@ -93,8 +94,8 @@ def window_timing(graph: PipelineGraph, sub: SubTopology) -> WindowTiming | None
 
 @dataclass(eq=False)
 class _Hooks:
-    """Answers the task builder's questions (:class:`~cadenza.worker.engine.task.OperatorHooks`) from the
-    graphs, and knows the DAG of sub-topologies the key_by steps make, for the cost model."""
+    """Answers the task builder's questions (:class:`~cadenza.worker.engine.task_builder.OperatorHooks`)
+    from the graphs, and knows the DAG of sub-topologies the key_by steps make, for the cost model."""
 
     subtopologies: InitVar[Sequence[tuple[PipelineGraph, list[SubTopology]]]]
     policy: SchedulingPolicy

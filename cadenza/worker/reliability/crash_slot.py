@@ -2,7 +2,7 @@
 
 A record that kills its worker (a segfault in a C extension, an OOM kill, ``os._exit``) leaves nothing
 behind in Kafka that says which record it was, unless a marker was flushed before it ran, and a flush
-per record is far too slow for the normal path (see :mod:`cadenza.worker.reliability.quarantine`).
+per record is far too slow for the normal path (see :mod:`cadenza.worker.reliability.quarantine_book`).
 A file mapped
 with ``MAP_SHARED`` is the cheap alternative: a store into the mapping lands in the kernel's page
 cache at once, with no system call, and the kernel keeps it when the process dies, however it dies.

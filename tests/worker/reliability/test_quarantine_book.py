@@ -1,6 +1,6 @@
-"""The quarantine state machine (no broker): leases, the serial mode after an unclean death, pinning,
-the two-deaths rule, clean releases, the hang watchdog's decisions and how it finds the running record,
-and the exact pins a dead worker's crash slot makes.
+"""The quarantine state machine (no broker): leases, the serial mode after an unclean death, pinning
+(the watchdog's marker too), the two-deaths rule, clean releases, ranges cut at the partition's end, and
+the exact pins a dead worker's crash slot makes.
 
 A brute-force model of the rule is played against the book with hypothesis: a partition of records,
 some of which kill every worker that runs them; owners run from the committed offset, die or release
@@ -9,48 +9,22 @@ cleanly; the model says which record must be quarantined and when.
 
 from __future__ import annotations
 
-import json
 import math
-import sys
-import time
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cadenza import Pipeline
-from cadenza.errors import ConfigError
-from cadenza.settings import KafkaSettings
-from cadenza.worker import Worker
 from cadenza.worker.reliability.crash_slot import SlotState
-from cadenza.worker.reliability.quarantine import (
+from cadenza.worker.reliability.quarantine_book import (
     CHUNKED_ABOVE,
     LEASE_SECONDS,
-    HangEvent,
-    HangTracker,
-    Mark,
     QuarantineBook,
     Route,
-    running_unit,
     slot_pins,
 )
+from cadenza.worker.reliability.quarantine_marks import Mark
 
 KEY = ("in", 0)
-
-
-def test_a_mark_round_trips_and_garbage_is_no_mark() -> None:
-    mark = Mark(120, False, 7, 1, "w1")
-    assert Mark.decode(mark.encode()) == mark
-    chunk = Mark(120, False, 7, 0, "w1", span=10)
-    assert Mark.decode(chunk.encode()) == chunk
-    for span in (0, "2", True):
-        assert (
-            Mark.decode(chunk.encode().replace(b'"span": 10', json.dumps({"span": span})[1:-1].encode()))
-            is None
-        )
-    assert Mark.decode(None) is None
-    assert Mark.decode(b"{") is None
-    assert Mark.decode(b'{"high": "1", "clean": false, "running": null, "deaths": 0}') is None
 
 
 def test_a_fresh_partition_runs_normally_behind_a_lease_extended_before_its_records_run() -> None:
@@ -182,46 +156,6 @@ def test_the_watchdog_pin_is_kept_by_leases_cleared_on_return_and_frozen_after_a
     assert serial.pin(KEY, 3) is None
 
 
-def test_the_hang_tracker_pins_past_the_timeout_and_declares_death_past_the_poll_interval() -> None:
-    tracker = HangTracker(hang_timeout=2.0, poll_interval=5.0)
-    call = (KEY, 7, 100.0)
-    assert tracker.observe(100.5, call) == []
-    assert tracker.observe(102.0, call) == [HangEvent.PIN]
-    assert tracker.observe(103.0, call) == []
-    assert tracker.observe(104.0, None) == [HangEvent.RETURNED]  # back before the poll interval
-    other = (KEY, 8, 110.0)
-    assert tracker.observe(116.0, other) == [HangEvent.PIN, HangEvent.DEAD]
-    assert tracker.observe(200.0, None) == []  # a dead call's return clears nothing
-    assert tracker.observe(200.0, (KEY, 9, 199.9)) == []
-
-
-class _Unit:
-    topic = "in"
-    partition = 0
-    offset = 42
-
-
-def _quantum_loop(units: list[_Unit], probe: list[object]) -> None:
-    """Shaped like the worker's quantum loop: the locals the watchdog reads."""
-    perf = time.perf_counter
-    for unit in units:  # noqa: B007 - read from the frame, as in the worker
-        started = perf()
-        probe.append(running_unit(sys._getframe(), _quantum_loop.__code__))
-        finished = perf()
-        del finished
-    del started, unit
-
-
-def test_the_watchdog_reads_the_running_record_from_the_quantum_loop_frame() -> None:
-    probe: list[object] = []
-    _quantum_loop([_Unit(), _Unit()], probe)
-    assert len(probe) == 2
-    for seen in probe:
-        assert isinstance(seen, tuple)
-        assert seen[0] == ("in", 0) and seen[1] == 42 and isinstance(seen[2], float)
-    assert running_unit(sys._getframe(), _quantum_loop.__code__) is None  # not inside the loop
-
-
 def test_a_range_is_cut_at_the_partitions_end_before_its_chunks_are_sized() -> None:
     # A lease of a fast fetch over 3,000 records promised 118,774: only the 3,000 can have killed it.
     book = QuarantineBook("w2")
@@ -286,16 +220,6 @@ def test_every_poison_record_is_quarantined_after_three_deaths_at_most_four_in_a
     assert sorted(set(done)) == sorted(set(range(records)) - poison)
 
 
-def test_the_hang_timeout_must_lie_below_the_poll_interval_which_must_cover_the_session() -> None:
-    pipeline = Pipeline("hang-settings", tenant="t", latency_target="1s")
-    pipeline.source("in").map(lambda v: v).sink("out")
-    settings = KafkaSettings(bootstrap_servers="127.0.0.1:1", session_timeout_ms=6000)
-    assert Worker([pipeline], settings, max_poll_interval=10.0).hang_timeout == 8.0
-    for poll, hang in ((10.0, 10.0), (10.0, 0.0), (5.0, 1.0)):
-        with pytest.raises(ConfigError, match="hang_timeout"):
-            Worker([pipeline], settings, max_poll_interval=poll, hang_timeout=hang)
-
-
 # -- exact pins from a dead worker's crash slot --------------------------------------------------------
 
 
@@ -309,16 +233,6 @@ def _slot(owner: str, running: int | None, *, hung: int | None = None, unknown: 
         None if hung is None else (KEY, hung),
         unknown,
     )
-
-
-def test_marks_written_before_crash_slots_still_read_and_a_bad_exact_flag_is_no_mark() -> None:
-    assert Mark.decode(b'{"high": 5, "clean": false, "running": 2, "deaths": 1, "owner": "w"}') == Mark(
-        5, False, 2, 1, "w", exact=False
-    )
-    exact = Mark(5, False, 2, 1, "w", exact=True)
-    assert Mark.decode(exact.encode()) == exact
-    assert Mark.decode(b'{"high": 5, "clean": false, "running": 2, "deaths": 1, "exact": 1}') is None
-    assert Mark.decode(b"[1, 2]") is None
 
 
 def test_a_crash_slot_pins_the_running_record_of_a_partition_its_dead_owner_still_holds() -> None:
