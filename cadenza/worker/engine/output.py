@@ -38,7 +38,7 @@ still find it full; :meth:`Output.produce` then serves deliveries until the reco
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message
@@ -54,7 +54,6 @@ from cadenza.infra.kafka.errors import DeliveryError
 from cadenza.infra.metrics.prometheus import LatencyHistogram
 from cadenza.settings import KafkaSettings
 from cadenza.state.serde import FENCE_KEY
-from cadenza.worker.kafka.lanes import ProduceLane
 
 __all__ = ["Epoch", "OutHeaders", "Output", "ProducerLike", "RecordTooLargeError", "too_large"]
 
@@ -123,6 +122,23 @@ class Epoch:
         self._output.failed(error, message)
 
 
+class ProducerLane(Protocol):
+    """One producer's share of the topics (:class:`cadenza.worker.kafka.lanes.ProduceLane` is one):
+    the first lane's producer is the output's own, later ones linger their own ``linger_ms``."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def linger_ms(self) -> int: ...
+
+    @property
+    def topics(self) -> Collection[str]: ...
+
+
 class Output:
     """Produces asynchronously; :meth:`flush` raises if anything since the last flush was lost."""
 
@@ -150,7 +166,7 @@ class Output:
         self._setup(producer, errors, settings.delivery_timeout_ms / 1000.0 + 5.0, capacity)
 
     @classmethod
-    def for_lanes(cls, settings: KafkaSettings, lanes: Sequence[ProduceLane], **overrides: Any) -> Output:
+    def for_lanes(cls, settings: KafkaSettings, lanes: Sequence[ProducerLane], **overrides: Any) -> Output:
         """An output with the first produce lane's producer made as by the constructor and one more
         per later lane, lingering that lane's ``linger_ms``; each lane's topics go to its producer."""
         output = cls(settings, **overrides)
