@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     )
     from cadenza.schemas import AvroFormat, Codec, JsonFormat
     from cadenza.settings import KafkaSettings
-    from cadenza.worker import Worker, WorkerConfig
+    from cadenza.worker import ProcessConfig, Worker, WorkerConfig, WorkerParts
 
 __version__ = "0.1.0"
 
@@ -79,8 +79,10 @@ _EXPORTS: dict[str, str] = {
     "Codec": "cadenza.schemas",
     "JsonFormat": "cadenza.schemas",
     "KafkaSettings": "cadenza.settings",
+    "ProcessConfig": "cadenza.worker",
     "Worker": "cadenza.worker",
     "WorkerConfig": "cadenza.worker",
+    "WorkerParts": "cadenza.worker",
 }
 
 __all__ = [
@@ -96,6 +98,7 @@ __all__ = [
     "OperatorInfo",
     "Pipeline",
     "PipelineDefinitionError",
+    "ProcessConfig",
     "Processor",
     "ProcessorContext",
     "ProcessorRecord",
@@ -112,6 +115,7 @@ __all__ = [
     "WindowedStream",
     "Worker",
     "WorkerConfig",
+    "WorkerParts",
     "__version__",
     "describe",
     "get_policy",

@@ -65,7 +65,7 @@ from cadenza.worker.engine.topics import plan_topics
 from cadenza.worker.engine.topology import SubTopology, check_copartitioned, split
 from cadenza.worker.engine.unit import Unit
 from cadenza.worker.engine.wire import encode_sink_key
-from cadenza.worker.runtime import make_policy
+from cadenza.worker.layout import make_policy
 
 __all__ = ["OutputRecord", "PipelineDriver"]
 

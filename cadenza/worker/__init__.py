@@ -1,24 +1,20 @@
-"""The worker runtime: runs compiled pipelines against Kafka (``cadenza worker``).
+"""The worker: runs compiled pipelines against Kafka (``cadenza worker``).
 
-``topology`` splits pipelines at repartition points; ``plan`` assembles them, in one pass, into an
-immutable plan of tasks (``task`` builds each part's operators, given their context stamps and
-metrics) and their schedules (``context_stamps``). ``fetcher`` takes records from the consumer under flow
-control; ``decode``, ``executor`` (with ``operators``) and ``output`` are the decode, run and produce
-stages; ``checkpoint`` (with ``inflight`` and ``commits``) makes outputs, state and offsets durable in
-that order; ``rebalance`` handles assign, revoke and lost, and ``restoring`` brings window state back
-on assignment. ``runtime``'s :class:`Worker` is the facade that wires them and runs the loop.
-``group_plan`` keeps one plan per group and ``quarantine`` pins poison pills, exactly when
-``crash_slot`` (a memory-mapped file naming the running record) survived the worker's death;
-``idle_clock`` keeps the worker's own stalls (the replay after a death, a restore, a blocked
-loop, a full buffer) and the scheduler's queueing from timing out window inputs, and
-``gc_tuning`` keeps the collector off the per-record path. ``wire`` and
-``dead_letter`` say what the worker writes where. ``memory`` is an in-memory transport (producer
-and records) that :class:`cadenza.testing.PipelineDriver` runs the same plan on.
+Its rooms (``docs/development/architecture.md`` draws them): ``engine/`` runs records whatever brings
+them (admission, scheduler and executor, operators, timers and progress records, dead letters,
+produce; :class:`cadenza.testing.PipelineDriver` runs the same engine in memory); ``kafka/`` is the
+membership of a consumer group (fetch lanes, rebalances, restores, checkpoints and commits, the
+group's and the ownership plan); ``reliability/`` contains failures (quarantine, crash slot, loop
+watch, restarts); ``tuning/`` holds measured inputs (collector settings, true rates, hop estimates).
+Above them, ``layout`` plans what a worker runs before it meets a broker, ``components`` lists its
+side features behind one contract, ``gauges`` its metrics, ``process`` its metrics endpoint and
+signals, and ``runtime``'s :class:`Worker` builds them and runs the loop.
 
-Users need :class:`Worker`, its settings :class:`WorkerConfig` (and :class:`UnsupportedStepError`,
-which it raises for a step it cannot run); everything else is internal and imported from its
-module. The names load on first use, so importing one internal module (``cadenza.worker.engine.topology``)
-does not pull in the Kafka runtime.
+Users need :class:`Worker`, its settings :class:`WorkerConfig` and :class:`ProcessConfig`, the
+:class:`WorkerParts` that are code rather than settings (and :class:`UnsupportedStepError`, which it
+raises for a step it cannot run); everything else is internal and imported from its module. The
+names load on first use, so importing one internal module (``cadenza.worker.engine.topology``) does
+not pull in the Kafka runtime.
 """
 
 from __future__ import annotations
@@ -34,10 +30,12 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "Worker": "cadenza.worker.runtime",
     "WorkerConfig": "cadenza.worker.config",
+    "ProcessConfig": "cadenza.worker.config",
+    "WorkerParts": "cadenza.worker.parts",
     "UnsupportedStepError": "cadenza.worker.engine.topology",
 }
 
-__all__ = ["UnsupportedStepError", "Worker", "WorkerConfig"]
+__all__ = ["ProcessConfig", "UnsupportedStepError", "Worker", "WorkerConfig", "WorkerParts"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,21 +1,22 @@
 """Every setting of a worker, declared once: default, range, unit and meaning.
 
-:class:`WorkerConfig` is a pydantic-settings model read from ``CADENZA_*`` variables. Three things are
-built from it rather than written beside it: the options of ``cadenza worker`` (name, environment
-variable, default, bounds and help all come from the field), the keyword arguments a
-:class:`~cadenza.worker.Worker` gets from ``Worker(..., config=...)``, and the settings table of the
-docs site (``docs/reference/settings.md``, rendered by :func:`settings_table` at build time).
-Settings in milliseconds keep the ``_ms`` suffix their options and variables have always had;
-:meth:`WorkerConfig.worker_arguments` converts them to the seconds the runtime works in.
+:class:`WorkerConfig` is a pydantic-settings model read from ``CADENZA_*`` variables. Its process settings
+(metrics endpoint, discovery, restarts, stop timeout) are :class:`ProcessConfig`. Both are read the
+same way by ``cadenza worker`` and by ``Worker(pipelines, settings, config, process=...)``: the
+command's options are built from the fields (name, environment variable, default, bounds and help),
+the worker reads the models themselves, and the settings table of the docs site
+(``docs/reference/settings.md``) is rendered from them by :func:`settings_table` at build time.
+Settings in milliseconds keep the ``_ms`` suffix their options and variables have always had.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -23,9 +24,17 @@ from cadenza.analysis.kafka_trace import ACTIVITIES_TOPIC
 from cadenza.errors import ConfigError
 from cadenza.settings import describe_validation_error
 from cadenza.worker.announcer import DEFAULT_DISCOVERY_TOPIC
-from cadenza.worker.kafka.lanes import lane_bounds
 
-__all__ = ["ENV_PREFIX", "WorkerConfig", "bounds", "settings_table", "unit"]
+__all__ = [
+    "ENV_PREFIX",
+    "ProcessConfig",
+    "WorkerConfig",
+    "bounds",
+    "lane_bounds",
+    "settings_in_effect",
+    "settings_table",
+    "unit",
+]
 
 ENV_PREFIX = "CADENZA_"
 #: Topic names that turn a topic setting off.
@@ -147,33 +156,6 @@ class WorkerConfig(BaseSettings):
         ACTIVITIES_TOPIC,
         "Send the worker's activity trace to this topic (for cadenza analyze); 'off' sends none.",
     )
-    metrics_port: int | None = _field(
-        None, "Serve /metrics (Prometheus), /healthz and /readyz on this port.", ge=0, le=65535
-    )
-    metrics_host: str = _field("127.0.0.1", "Address the metrics port binds.")
-    metrics_advertised_host: str | None = _field(
-        None,
-        "Host others reach the metrics port at, as announced on the discovery topic (default: "
-        "--metrics-host, or the hostname when that is a wildcard such as 0.0.0.0).",
-    )
-    discovery_topic: str = _field(
-        DEFAULT_DISCOVERY_TOPIC,
-        "With --metrics-port: announce the metrics URL on this compacted topic every few seconds (for "
-        "cadenza dashboard --discovery-topic); 'off' announces nothing.",
-    )
-    max_restarts: int = _field(
-        5,
-        "Restarts of the worker after a Kafka client failure (a broker that came back without its "
-        "producer state, say) within 10 minutes before the process exits non-zero; 0: exit at once.",
-        ge=0,
-    )
-    stop_timeout: float = _field(
-        15.0,
-        "Time a SIGTERM or Ctrl-C waits for the step in flight; past it (a user function that hangs) "
-        "the worker leaves its group without committing that record and exits 3.",
-        "s",
-        ge=0.1,
-    )
     max_poll_interval: float = _field(
         300.0,
         "Time one user call may run before the group declares the worker's partitions lost "
@@ -197,6 +179,25 @@ class WorkerConfig(BaseSettings):
         "Put it on a volume that survives the worker's restarts (an emptyDir in Kubernetes); see "
         "docs/operations/reliability.md.",
     )
+    consumer_overrides: dict[str, str | int | float | bool] = _field(
+        {},
+        "librdkafka settings for the worker's consumers, as a JSON object (for example "
+        '{"fetch.max.bytes": 1048576}); they override what the worker sets itself.',
+    )
+
+    @field_validator("consumer_overrides", mode="before")
+    @classmethod
+    def _overrides_json(cls, value: Any) -> Any:
+        """Given as text (an option, a variable): a JSON object."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON object: {exc}") from None
+            if not isinstance(value, dict):
+                raise ValueError("must be a JSON object of librdkafka settings")
+        return value
+
     lanes: str = _field(
         "auto",
         "Fetch lanes, one consumer each, so that records of latency-sensitive pipelines never queue "
@@ -276,6 +277,25 @@ class WorkerConfig(BaseSettings):
         lt=3_600_000.0,
     )
 
+    @model_validator(mode="after")
+    def _hang_below_poll(self) -> WorkerConfig:
+        if self.hang_timeout is not None and not self.hang_timeout < self.max_poll_interval:
+            raise ValueError(
+                f"hang_timeout ({self.hang_timeout:g} s) must be below max_poll_interval "
+                f"({self.max_poll_interval:g} s)"
+            )
+        return self
+
+    @property
+    def hang_seconds(self) -> float:
+        """The hang timeout in effect: the one given, else 80% of ``max_poll_interval``."""
+        return self.hang_timeout if self.hang_timeout is not None else 0.8 * self.max_poll_interval
+
+    @property
+    def activities(self) -> str | None:
+        """The activities topic, or ``None`` when the trace is off."""
+        return None if self.activities_topic in OFF else self.activities_topic
+
     @classmethod
     def load(cls, **values: Any) -> WorkerConfig:
         """The environment's ``CADENZA_*`` settings overridden by ``values``; a ConfigError naming each
@@ -285,59 +305,85 @@ class WorkerConfig(BaseSettings):
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(exc, env_prefix=ENV_PREFIX)) from None
 
-    def worker_arguments(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The :class:`~cadenza.worker.Worker` keyword arguments this config sets, in the runtime's units.
 
-        ``given`` is what the caller also passed as keyword arguments: one of them set to something
-        other than its default (or None) beside ``config=`` would be silently overridden, so it is an
-        error naming the setting.
-        """
-        arguments: dict[str, Any] = {
-            "group": self.group,
-            "policy": self.policy,
-            "partitions": self.partitions,
-            "batch_size": self.batch_size,
-            "max_buffered": self.max_buffered,
-            "quantum_records": self.quantum_records,
-            "quantum_seconds": self.quantum_ms / 1000.0,
-            "run_slice": self.run_slice,
-            "poll_timeout": self.poll_timeout,
-            "commit_interval": self.commit_interval,
-            "restore_timeout": self.restore_timeout,
-            "restore_slice": self.restore_slice,
-            "watermark_idle_timeout": self.watermark_idle_timeout or None,
-            "progress_interval": self.progress_interval_ms / 1000.0,
-            "state_store": self.state_store,
-            "state_dir": self.state_dir,
-            "hop_quantile": self.hop_quantile,
-            "spans_topic": self.spans_topic,
-            "span_sample_ratio": self.span_sample_ratio,
-            "feedback_topic": self.feedback_topic,
-            "activities_topic": None if self.activities_topic in OFF else self.activities_topic,
-            "max_poll_interval": self.max_poll_interval,
-            "hang_timeout": self.hang_timeout,
-            "crash_dir": self.crash_dir,
-            "replace_plan": self.replace_plan,
-            "lanes": self.lanes,
-            "fetch_wait": self.fetch_wait_ms / 1000.0,
-            "gc_young_threshold": self.gc_young_threshold,
-            "ownership": self.ownership,
-            "worker_id": self.worker_id,
-            "stall_threshold": self.stall_threshold_ms / 1000.0,
-        }
-        if given:
-            defaults = type(self).model_construct().worker_arguments()
-            clashes = sorted(
-                name
-                for name, value in given.items()
-                if name in arguments and value is not None and value != defaults[name]
-            )
-            if clashes:
-                raise ConfigError(
-                    f"Worker got {', '.join(clashes)} both as keyword arguments and through config=; "
-                    "set them in the WorkerConfig"
-                )
-        return arguments
+class ProcessConfig(BaseSettings):
+    """The settings of the process a worker runs in rather than of its engine: its metrics endpoint,
+    its announcement on the discovery topic, its restarts and how long a stop may take. Read by
+    :meth:`Worker.run <cadenza.worker.Worker.run>` and :meth:`Worker.serve <cadenza.worker.Worker.serve>`,
+    which is what ``cadenza worker`` calls."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", validate_default=True)
+
+    metrics_port: int | None = _field(
+        None, "Serve /metrics (Prometheus), /healthz and /readyz on this port.", ge=0, le=65535
+    )
+    metrics_host: str = _field("127.0.0.1", "Address the metrics port binds.")
+    metrics_advertised_host: str | None = _field(
+        None,
+        "Host others reach the metrics port at, as announced on the discovery topic (default: "
+        "--metrics-host, or the hostname when that is a wildcard such as 0.0.0.0).",
+    )
+    discovery_topic: str = _field(
+        DEFAULT_DISCOVERY_TOPIC,
+        "With --metrics-port: announce the metrics URL on this compacted topic every few seconds (for "
+        "cadenza dashboard --discovery-topic); 'off' announces nothing.",
+    )
+    max_restarts: int = _field(
+        5,
+        "Restarts of the worker after a Kafka client failure (a broker that came back without its "
+        "producer state, say) within 10 minutes before the process exits non-zero; 0: exit at once.",
+        ge=0,
+    )
+    stop_timeout: float = _field(
+        15.0,
+        "Time a SIGTERM or Ctrl-C waits for the step in flight; past it (a user function that hangs) "
+        "the worker leaves its group without committing that record and exits 3.",
+        "s",
+        ge=0.1,
+    )
+
+    @classmethod
+    def load(cls, **values: Any) -> ProcessConfig:
+        """The environment's ``CADENZA_*`` settings overridden by ``values``; a ConfigError naming each
+        bad setting and its variable otherwise."""
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            raise ConfigError(describe_validation_error(exc, env_prefix=ENV_PREFIX)) from None
+
+    @property
+    def announces(self) -> bool:
+        """Whether the worker announces its metrics URL (it serves them, and discovery is on)."""
+        return self.metrics_port is not None and self.discovery_topic not in OFF
+
+
+def lane_bounds(spec: str) -> tuple[float, ...] | None:
+    """The ``lanes`` setting checked: ``None`` for ``auto``, ``()`` for ``off``, else the bounds in
+    seconds. Raises :class:`ValueError` naming what is wrong."""
+    text = spec.strip().lower()
+    if text == "auto":
+        return None
+    if text in ("off", "1", ""):
+        return ()
+    try:
+        bounds = tuple(float(part) / 1000.0 for part in text.split(","))
+    except ValueError:
+        raise ValueError(
+            f"lanes must be auto, off, or ascending latency bounds in ms such as 1000 or 500,10000; "
+            f"got {spec!r}"
+        ) from None
+    if any(b <= 0 for b in bounds) or any(a >= b for a, b in pairwise(bounds)):
+        raise ValueError(f"lanes bounds must be positive and ascending (in ms), got {spec!r}")
+    return bounds
+
+
+def settings_in_effect(config: WorkerConfig, process: ProcessConfig, **derived: Any) -> dict[str, Any]:
+    """Every setting of both models as JSON values, with what the worker derived for those left to
+    a default (``derived``: its group, its id, its policy's name...)."""
+    values: dict[str, Any] = {**config.model_dump(mode="json"), **process.model_dump(mode="json")}
+    values["hang_timeout"] = config.hang_seconds
+    values.update(derived)
+    return values
 
 
 def unit(field: FieldInfo) -> str:
@@ -368,13 +414,14 @@ def _default_text(field: FieldInfo) -> str:
     return f"`{default:g}`" if isinstance(default, float) else f"`{default}`"
 
 
-def settings_table() -> str:
-    """The docs' table of worker settings, one row per :class:`WorkerConfig` field."""
+def settings_table(model: type[BaseSettings] | None = None) -> str:
+    """The docs' table of worker settings, one row per field of ``model`` (default: both models)."""
     rows = [
         "| variable | option | default | unit | range | meaning |",
         "|---|---|---|---|---|---|",
     ]
-    for name, field in WorkerConfig.model_fields.items():
+    models = (WorkerConfig, ProcessConfig) if model is None else (model,)
+    for name, field in ((n, f) for m in models for n, f in m.model_fields.items()):
         rows.append(
             f"| `{ENV_PREFIX}{name.upper()}` | `--{name.replace('_', '-')}` | {_default_text(field)} | "
             f"{unit(field)} | {_range_text(field)} | {field.description} |"

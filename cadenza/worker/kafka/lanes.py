@@ -66,6 +66,7 @@ from itertools import pairwise
 from typing import Any
 
 from cadenza.errors import ConfigError
+from cadenza.worker.config import lane_bounds
 
 __all__ = [
     "BULK_MIN_BYTES",
@@ -202,26 +203,6 @@ def joint_targets(targets: Mapping[str, float], together: Iterable[Iterable[str]
         top = root(topic)
         tightest[top] = min(target, tightest.get(top, target))
     return {topic: tightest[root(topic)] for topic in targets}
-
-
-def lane_bounds(spec: str) -> tuple[float, ...] | None:
-    """The ``lanes`` setting checked: ``None`` for ``auto``, ``()`` for ``off``, else the bounds in
-    seconds. Raises :class:`ValueError` naming what is wrong."""
-    text = spec.strip().lower()
-    if text == "auto":
-        return None
-    if text in ("off", "1", ""):
-        return ()
-    try:
-        bounds = tuple(float(part) / 1000.0 for part in text.split(","))
-    except ValueError:
-        raise ValueError(
-            f"lanes must be auto, off, or ascending latency bounds in ms such as 1000 or 500,10000; "
-            f"got {spec!r}"
-        ) from None
-    if any(b <= 0 for b in bounds) or any(a >= b for a, b in pairwise(bounds)):
-        raise ValueError(f"lanes bounds must be positive and ascending (in ms), got {spec!r}")
-    return bounds
 
 
 def patient_fetch(target: float, fetch_wait: float) -> dict[str, Any]:
