@@ -1,6 +1,6 @@
 """The worker: runs compiled pipelines against Kafka (``cadenza worker``).
 
-Its rooms (``docs/development/architecture.md`` draws them): ``engine/`` runs records whatever brings
+Its rooms (``docs/architecture.md`` draws them): ``engine/`` runs records whatever brings
 them (admission, scheduler and executor, operators, timers and progress records, dead letters,
 produce; :class:`cadenza.testing.PipelineDriver` runs the same engine in memory); ``kafka/`` is the
 membership of a consumer group (fetch lanes, rebalances, restores, checkpoints and commits, the

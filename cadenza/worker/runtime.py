@@ -11,7 +11,7 @@ fetch (:mod:`.kafka.fetcher`), decode and admit (:meth:`Engine.admit
 <cadenza.worker.engine.engine.Engine.admit>`, through the quarantine guard while a partition is
 suspect), run by the policy's priority for ``run_slice`` (:mod:`.engine.executor`; operators produce
 as they run), timers and progress records, commit without waiting (:mod:`.kafka.checkpoint`), then
-the side features' turn. ``docs/development/architecture.md`` has the table of steps and files.
+the side features' turn. ``docs/architecture.md`` has the table of steps and files.
 
 :meth:`run` is the process around the loop: it serves the metrics endpoint and announces it
 (:mod:`.process`), and starts the worker again after a Kafka client failure it cannot survive in
