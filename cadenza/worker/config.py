@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -37,6 +37,17 @@ __all__ = [
 ]
 
 ENV_PREFIX = "CADENZA_"
+_Model = TypeVar("_Model", bound=BaseSettings)
+
+
+def _load(model: type[_Model], values: dict[str, Any]) -> _Model:
+    """``model`` from the environment and ``values``; a ConfigError naming each bad setting and its
+    variable otherwise."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, env_prefix=ENV_PREFIX)) from None
+
 #: Topic names that turn a topic setting off.
 OFF = ("", "off")
 
@@ -298,12 +309,8 @@ class WorkerConfig(BaseSettings):
 
     @classmethod
     def load(cls, **values: Any) -> WorkerConfig:
-        """The environment's ``CADENZA_*`` settings overridden by ``values``; a ConfigError naming each
-        bad setting and its variable otherwise."""
-        try:
-            return cls(**values)
-        except ValidationError as exc:
-            raise ConfigError(describe_validation_error(exc, env_prefix=ENV_PREFIX)) from None
+        """The environment's ``CADENZA_*`` settings overridden by ``values`` (see :func:`_load`)."""
+        return _load(cls, values)
 
 
 class ProcessConfig(BaseSettings):
@@ -344,12 +351,8 @@ class ProcessConfig(BaseSettings):
 
     @classmethod
     def load(cls, **values: Any) -> ProcessConfig:
-        """The environment's ``CADENZA_*`` settings overridden by ``values``; a ConfigError naming each
-        bad setting and its variable otherwise."""
-        try:
-            return cls(**values)
-        except ValidationError as exc:
-            raise ConfigError(describe_validation_error(exc, env_prefix=ENV_PREFIX)) from None
+        """The environment's ``CADENZA_*`` settings overridden by ``values`` (see :func:`_load`)."""
+        return _load(cls, values)
 
     @property
     def announces(self) -> bool:
