@@ -1,8 +1,9 @@
 """``cadenza worker``: run the pipelines of user modules until SIGINT or SIGTERM.
 
-The options are built from :class:`~cadenza.worker.config.WorkerConfig` (name, ``CADENZA_*`` variable,
-default, bounds, unit and help), so a setting is declared once for the CLI, ``Worker(config=...)`` and
-the docs' settings reference; a container is configured entirely from its environment. Connection
+The options are built from the fields of :class:`~cadenza.worker.config.WorkerConfig` and
+:class:`~cadenza.worker.config.ProcessConfig` (name, ``CADENZA_*`` variable, default, bounds, unit and
+help), so a setting is declared once for the CLI, ``Worker(pipelines, settings, config, process=...)``
+and the docs' settings reference; a container is configured entirely from its environment. Connection
 settings are :class:`~cadenza.settings.KafkaSettings`.
 """
 
@@ -31,8 +32,8 @@ _log = logging.getLogger("cadenza.cli")
 
 
 def _option(name: str, field: FieldInfo) -> inspect.Parameter:
-    """A ``--name`` option of ``cadenza worker`` from a WorkerConfig field: its variable, default,
-    inclusive bounds (exclusive ones are checked by the config) and help with the unit."""
+    """A ``--name`` option of ``cadenza worker`` from a WorkerConfig or ProcessConfig field: its
+    variable, default, inclusive bounds (exclusive ones are checked by the config) and help with the unit."""
     limits = bounds(field)
     help_text = str(field.description)
     if unit(field):
@@ -103,7 +104,7 @@ def worker_command(
         )
 
 
-# typer reads the options from the signature: each WorkerConfig field becomes a keyword-only option.
+# typer reads the options from the signature: each field of both models becomes a keyword-only option.
 _signature = inspect.signature(worker_command, eval_str=True)
 _fixed = [p for p in _signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
 _options = [

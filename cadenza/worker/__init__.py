@@ -23,8 +23,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cadenza.worker.config import WorkerConfig
+    from cadenza.worker.config import ProcessConfig, WorkerConfig
     from cadenza.worker.engine.topology import UnsupportedStepError
+    from cadenza.worker.parts import WorkerParts
     from cadenza.worker.runtime import Worker
 
 _EXPORTS = {

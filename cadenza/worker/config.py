@@ -48,6 +48,7 @@ def _load(model: type[_Model], values: dict[str, Any]) -> _Model:
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, env_prefix=ENV_PREFIX)) from None
 
+
 #: Topic names that turn a topic setting off.
 OFF = ("", "off")
 

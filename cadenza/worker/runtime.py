@@ -104,7 +104,7 @@ class Worker:
         self.counters = WorkerCounters()
         #: What window and join steps measure their inputs' idle timeouts on.
         self.idle_clock = IdleClock(read_gap=READ_GAP)
-        #: Rounds of the loop that kept queued records waiting ``stall_threshold`` (:mod:`.loop_watch`).
+        #: Rounds of the loop that kept records waiting ``stall_threshold`` (:mod:`.reliability.loop_watch`).
         self.loop_watch = LoopWatch(config.stall_threshold_ms / 1000.0)
         self._gc = GcTuning(config.gc_young_threshold)
         self._stores = parts.state_store or store_factory(config.state_store, config.state_dir)
