@@ -18,7 +18,7 @@ import cadenza
 from cadenza.cli.app import app
 from cadenza.scaling.controller import ControllerSettings
 from cadenza.settings import KafkaSettings
-from cadenza.worker.config import WorkerConfig
+from cadenza.worker.config import ProcessConfig, WorkerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ def test_the_driver_is_documented_from_its_docstring(built_site: Path) -> None:
 
 def test_every_setting_is_on_the_settings_page(built_site: Path) -> None:
     text = _text(built_site / "reference" / "settings" / "index.html")
-    for model in (KafkaSettings, WorkerConfig, ControllerSettings):
+    for model in (KafkaSettings, WorkerConfig, ProcessConfig, ControllerSettings):
         prefix = model.model_config.get("env_prefix", "")
         for name, field in model.model_fields.items():
             assert f"{prefix}{name.upper()}" in text
@@ -71,7 +71,7 @@ def test_every_command_and_worker_option_is_on_the_cli_page(built_site: Path) ->
         assert f"cadenza {name}" in text
         for sub in getattr(command, "commands", {}):
             assert f"cadenza {name} {sub}" in text
-    for name in WorkerConfig.model_fields:
+    for name in (*WorkerConfig.model_fields, *ProcessConfig.model_fields):
         assert f"--{name.replace('_', '-')}" in text
 
 
