@@ -104,8 +104,9 @@ class KafkaActivityTrace:
             _log.warning("activity batch dropped: %s", exc)
         self._producer.poll(0)
 
-    def close(self) -> None:
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is recorded, waiting up to ``timeout`` seconds (default: the request timeout)."""
         self.recorder.flush()
-        left = self._producer.flush(self._flush_timeout)
+        left = self._producer.flush(self._flush_timeout if timeout is None else timeout)
         if left:
             _log.warning("%d activity batches not delivered at close", left)

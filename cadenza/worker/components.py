@@ -51,6 +51,10 @@ __all__ = [
 ]
 
 
+#: How long a closing side feature waits for its own records after the worker failed.
+FAILED_FLUSH_S = 1.0
+
+
 class Component:
     """A side feature of a started worker; every moment does nothing unless overridden."""
 
@@ -188,7 +192,9 @@ class ActivityTraceComponent(Component):
         self.trace.recorder.poll(time.time())
 
     def close(self, clean: bool) -> None:
-        self.trace.close()
+        # After a failure the worker restarts (or the process ends): a broker that lost the topic
+        # would hold the flush for the whole request timeout, for a trace of the failed run.
+        self.trace.close(None if clean else FAILED_FLUSH_S)
 
 
 class GcComponent(Component):

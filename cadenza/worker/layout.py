@@ -62,6 +62,9 @@ class WorkerLayout:
     produce_lanes: list[ProduceLane]
     #: Whether a pipeline joins (the range assignor keeps joined partitions together).
     joins: bool
+    #: Whether the topics' latency targets differ: a partition is then paused at its fair share of
+    #: the buffer (:class:`~cadenza.worker.kafka.fetcher.FlowControl`).
+    shares: bool
 
     @classmethod
     def of(
@@ -93,7 +96,7 @@ class WorkerLayout:
             (topic, g.latency_target_s) for g, subs in subtopologies for topic in written_topics(g, subs)
         ]
         produce_lanes = plan_produce_lanes(writers, lanes, settings.linger_ms)
-        return cls(graphs, subtopologies, lanes, produce_lanes, joins)
+        return cls(graphs, subtopologies, lanes, produce_lanes, joins, len(set(targets.values())) > 1)
 
     @property
     def input_topics(self) -> list[str]:

@@ -250,6 +250,7 @@ class Worker:
             listener=listener,
             settle=self._settle_gc,
             joins=self.layout.joins,
+            shares=self.layout.shares,
             record=hooks.record,
         )
         track_worker(
@@ -351,8 +352,6 @@ class Worker:
         """Leave the group and release the clients; after a failure, without committing anything."""
         membership, engine = self._membership, self._engine
         broken = membership is not None and membership.rebalance.broken
-        if membership is not None:
-            self._joined_once = self._joined_once or membership.joined
         try:
             if membership is not None:
                 if not broken and membership.consumers and engine is not None:
@@ -410,7 +409,9 @@ class Worker:
         # Ready once the group is joined and the assigned state restored (the assignment callback runs
         # inside consume), and not while no broker is reachable: the worker waits that out (the clients
         # reconnect by themselves), so liveness stays up, but nothing it does lands until then.
-        self.exporter.health.ready = membership.joined and membership.brokers_up and not self._stop.is_set()
+        joined = membership.joined
+        self._joined_once = self._joined_once or joined  # a later failure is then restartable
+        self.exporter.health.ready = joined and membership.brokers_up and not self._stop.is_set()
         if messages:
             self._admit(engine, membership, messages)
         if trace is not None:

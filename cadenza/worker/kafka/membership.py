@@ -97,6 +97,7 @@ class KafkaMembership:
         listener: Listener,
         settle: Callable[[], None],
         joins: bool = False,
+        shares: bool = True,
         record: Record | None = None,
     ) -> None:
         self.settings = settings
@@ -128,10 +129,7 @@ class KafkaMembership:
             lost=listener.lost,
             members=len(self.lanes),
         )
-        targets = {lane.target for lane in self.lanes}
-        self.flow = FlowControl(
-            config.max_buffered, fanout=plan.fanout, lanes=len(self.lanes), shares=len(targets) > 1
-        )
+        self.flow = FlowControl(config.max_buffered, fanout=plan.fanout, lanes=len(self.lanes), shares=shares)
         # A trickle of records runs the buffer dry after each one: commit then at most every poll.
         self.checkpoint = Checkpoint(
             counters,
