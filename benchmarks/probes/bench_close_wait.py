@@ -29,8 +29,11 @@ from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
 from cadenza.infra.metrics.prometheus import LatencyHistogram, PrometheusExporter
 from cadenza.pipelines import Pipeline, Tumbling
 from cadenza.settings import KafkaSettings
-from cadenza.worker import Worker, runtime
+from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
+from cadenza.worker.engine import progress as runtime  # where the engine asks whether progress is due
 from cadenza.worker.engine.operators import routing
+from cadenza.worker.parts import WorkerParts
 
 
 class Visit(BaseModel):
@@ -80,7 +83,12 @@ def run_once(
         .sink(out)
     )
     exporter = PrometheusExporter()
-    worker = Worker([pipeline], settings, group=f"g-{name}", exporter=exporter, policy="cameo")
+    worker = Worker(
+        [pipeline],
+        settings,
+        WorkerConfig(group=f"g-{name}", policy="cameo"),
+        parts=WorkerParts(exporter=exporter),
+    )
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:

@@ -40,6 +40,7 @@ from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
 from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 
 PARTITIONS = 4
 
@@ -181,10 +182,9 @@ def run(
     worker = Worker(
         [pipeline],
         settings,
-        group=f"bench-{suffix}",
-        batch_size=batch_size,
-        policy=policy,
-        activities_topic=activities_topic,
+        WorkerConfig(
+            group=f"bench-{suffix}", batch_size=batch_size, policy=policy, activities_topic=activities_topic
+        ),
     )
     counter = OutputCounter(settings, sink, expected)
     thread = threading.Thread(target=worker.run, name="worker", daemon=True)

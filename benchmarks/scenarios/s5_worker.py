@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cadenza.pipelines import load_pipelines
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 
 LOG_FORMAT = "%(created).3f %(name)s %(levelname)s %(message)s"
 
@@ -47,13 +48,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     worker = Worker(
         pipelines,
         KafkaSettings.load(),
-        group=args.group,
-        policy=args.policy,
-        restore_timeout=args.restore_timeout,
-        restore_slice=args.restore_slice,
-        consumer_overrides={"partition.assignment.strategy": args.assignment},
-        worker_id=args.worker_id,
-        ownership=args.ownership,
+        WorkerConfig(
+            group=args.group,
+            restore_timeout=args.restore_timeout,
+            restore_slice=args.restore_slice,
+            consumer_overrides={"partition.assignment.strategy": args.assignment},
+            worker_id=args.worker_id,
+            ownership=args.ownership,
+            policy=args.policy,
+        ),
     )
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:

@@ -16,6 +16,7 @@ from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import Reader, produce, reading, running
 
 pytestmark = pytest.mark.kafka
@@ -73,9 +74,15 @@ def test_a_slowed_worker_ranks_first_among_stragglers(
         return p
 
     slow = Worker(
-        [pipeline(0.004)], kafka_settings, group=group, worker_id="slow", activities_topic=activities
+        [pipeline(0.004)],
+        kafka_settings,
+        WorkerConfig(group=group, worker_id="slow", activities_topic=activities),
     )
-    fast = Worker([pipeline(0.0)], kafka_settings, group=group, worker_id="fast", activities_topic=activities)
+    fast = Worker(
+        [pipeline(0.0)],
+        kafka_settings,
+        WorkerConfig(group=group, worker_id="fast", activities_topic=activities),
+    )
     per_partition = 400
     with reading(kafka_settings, [sink]) as reader, running(slow), running(fast):
         deadline = time.monotonic() + 60
@@ -113,7 +120,9 @@ def test_a_cpu_heavy_operator_ranks_first(kafka_settings: KafkaSettings, new_top
     light = Pipeline(f"light-{uuid.uuid4().hex[:6]}", tenant="t", latency_target="1s")
     light.source(light_in, value=Item).map(busy(0.0)).sink(sink)
     worker = Worker(
-        [heavy, light], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}", activities_topic=activities
+        [heavy, light],
+        kafka_settings,
+        WorkerConfig(group=f"g-{uuid.uuid4().hex[:8]}", activities_topic=activities),
     )
     n = 300
     # A backlog: the worker finds every record there when it starts, so it seldom waits between runs.
@@ -155,10 +164,14 @@ def test_records_handed_between_workers_become_message_edges(
         return p
 
     one = Worker(
-        [pipeline()], kafka_settings, group=group, worker_id="one", activities_topic=activities, partitions=2
+        [pipeline()],
+        kafka_settings,
+        WorkerConfig(group=group, worker_id="one", activities_topic=activities, partitions=2),
     )
     two = Worker(
-        [pipeline()], kafka_settings, group=group, worker_id="two", activities_topic=activities, partitions=2
+        [pipeline()],
+        kafka_settings,
+        WorkerConfig(group=group, worker_id="two", activities_topic=activities, partitions=2),
     )
     n = 400
     with reading(kafka_settings, [sink]) as reader, running(one), running(two):

@@ -26,6 +26,8 @@ from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.pipelines import load_pipelines
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
+from cadenza.worker.parts import WorkerParts
 from tests.worker.kafka_io import running
 
 playwright_sync = pytest.importorskip(
@@ -84,10 +86,8 @@ def s1_worker(kafka_settings: KafkaSettings, monkeypatch: pytest.MonkeyPatch) ->
     worker = Worker(
         load_pipelines(S1_PIPELINES),
         kafka_settings,
-        group=f"dash-{run}",
-        partitions=2,
-        exporter=exporter,
-        watermark_idle_timeout=2.0,
+        WorkerConfig(group=f"dash-{run}", partitions=2, watermark_idle_timeout=2.0),
+        parts=WorkerParts(exporter=exporter),
     )
     stop = threading.Event()
     with running(worker):

@@ -13,6 +13,8 @@ from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
+from cadenza.worker.parts import WorkerParts
 from tests.worker.kafka_io import produce, running
 
 
@@ -23,7 +25,12 @@ def test_a_worker_exports_targets_partition_buffers_and_lag(
     pipeline = Pipeline(f"gauges-{uuid.uuid4().hex[:6]}", tenant="shop", latency_target="250ms")
     pipeline.source(source).map(lambda value: value).sink(sink)
     exporter = PrometheusExporter()
-    worker = Worker([pipeline], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}", exporter=exporter)
+    worker = Worker(
+        [pipeline],
+        kafka_settings,
+        WorkerConfig(group=f"g-{uuid.uuid4().hex[:8]}"),
+        parts=WorkerParts(exporter=exporter),
+    )
     with running(worker):
         produce(kafka_settings, source, [(None, json.dumps({"n": i}).encode(), i % 2) for i in range(20)])
         deadline = time.monotonic() + 20

@@ -20,6 +20,8 @@ from cadenza.schemas.codecs import SCHEMA_FP_HEADER
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.components import CostFeedback
+from cadenza.worker.config import WorkerConfig
 from tests.feedback.span_data import direct_stats, generate_spans, produce_spans, rank_bounds
 from tests.infra.spark.kafka_helpers import consume_all
 from tests.worker.kafka_io import running
@@ -169,7 +171,9 @@ def test_feedback_from_the_job_moves_a_running_workers_cost_estimate(
     name = f"orders-{uuid.uuid4().hex[:6]}"
     pipeline = Pipeline(name, tenant="shop", latency_target="1s")
     pipeline.source(source, value=Order).map(lambda order: order.id).sink(sink)
-    worker = Worker([pipeline], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}", feedback_topic=feedback)
+    worker = Worker(
+        [pipeline], kafka_settings, WorkerConfig(group=f"g-{uuid.uuid4().hex[:8]}", feedback_topic=feedback)
+    )
     with running(worker):
         model = worker.cost_model
         assert model is not None
@@ -198,8 +202,9 @@ def test_feedback_from_the_job_moves_a_running_workers_cost_estimate(
             )
             time.sleep(0.02)
         delay = time.monotonic() - published
-        feedback_consumer = worker.feedback
-        assert feedback_consumer is not None
+        feedback_consumer = next(
+            c.feedback for c in worker._components.components if isinstance(c, CostFeedback)
+        )
     assert before != pytest.approx(target, rel=0.1)
     assert feedback_consumer.applied >= 1
     assert feedback_consumer.malformed == feedback_consumer.invalid == 0

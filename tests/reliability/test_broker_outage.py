@@ -9,8 +9,9 @@ the worker can be responsible for:
 - it survives the outage: the worker process keeps serving. Its clients reconnect by themselves;
   when the broker came back without the producer state of the worker's idempotent producer (the
   in-memory broker always does), the producer fails fatally, the worker stops without committing,
-  and the :class:`~cadenza.worker.supervisor.WorkerSupervisor` (what ``cadenza worker`` runs) starts
-  a fresh worker in the same process, which resumes from the committed offsets;
+  and :meth:`Worker.run <cadenza.worker.Worker.run>` (what ``cadenza worker`` runs) starts it again
+  in the same process (``ProcessConfig.max_restarts``), with fresh clients that resume from the
+  committed offsets;
 - it reports the outage in its log (librdkafka's broker-down errors, as WARNING lines) and in its
   metrics: ``cadenza_broker_reachable`` drops to 0 and ``/readyz`` answers 503 while the broker is
   away, ``cadenza_kafka_client_errors_total`` counts the errors, and both come back once it returns;
@@ -27,7 +28,6 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -46,8 +46,8 @@ from cadenza.infra.kafka.topics import TopicSpec, ensure_topics
 from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
+from cadenza.worker.config import ProcessConfig, WorkerConfig
 from cadenza.worker.reliability.quarantine_marks import QUARANTINE_TOPIC
-from cadenza.worker.supervisor import WorkerSupervisor
 from tests.reliability._support import LocalS3, group
 from tests.worker.kafka_io import produce, reading
 
@@ -67,35 +67,41 @@ class Event(BaseModel):
     id: int
 
 
-class Background:
-    """A supervised worker run in a thread, as ``cadenza worker`` runs it, keeping what it raised."""
+#: Restarts a worker may make after Kafka client failures (``cadenza worker``'s default).
+MAX_RESTARTS = 5
 
-    def __init__(self, make_worker: Callable[[], Worker]) -> None:
-        self.supervisor = WorkerSupervisor(make_worker, backoff=0.5)
-        self.first = make_worker()
+
+class Background:
+    """A worker's :meth:`~cadenza.worker.Worker.run` in a thread, as ``cadenza worker`` runs it
+    (restarting it in place after a Kafka client failure), keeping what it raised."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
         self.failure: BaseException | None = None
         self.failed_at = 0.0
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
-    @property
-    def worker(self) -> Worker:
-        """The worker running now (a new one after each restart)."""
-        return self.supervisor.worker or self.first
-
     def _run(self) -> None:
         try:
-            self.supervisor.run(self.first)
+            self.worker.run()
         except BaseException as exc:
             self.failure = exc
             self.failed_at = time.monotonic()
 
     def error(self) -> BaseException | None:
-        """What the supervisor raised so far (a method, so a check is never taken as settled)."""
+        """What the worker raised so far (a method, so a check is never taken as settled)."""
         return self.failure
 
+    def restarts(self) -> int:
+        """Restarts so far, as the worker's current metrics (a fresh registry after each) export them."""
+        for line in self.worker.exporter.render().decode().splitlines():
+            if line.startswith("cadenza_worker_restarts_total "):
+                return int(float(line.rsplit(" ", 1)[1]))
+        raise AssertionError("cadenza_worker_restarts_total is not exported")
+
     def stop(self) -> None:
-        self.supervisor.stop()
+        self.worker.stop()
         self.thread.join(30)
         assert not self.thread.is_alive(), "the worker did not stop within 30 s"
 
@@ -126,7 +132,11 @@ def test_the_worker_process_survives_a_broker_restart_that_lost_its_data(
     name = group()
     caplog.set_level(logging.WARNING, logger="cadenza")
     restarted: EmbeddedBroker | None = None
-    first = Background(lambda: Worker([pipeline], settings, group=name))
+    first = Background(
+        Worker(
+            [pipeline], settings, WorkerConfig(group=name), process=ProcessConfig(max_restarts=MAX_RESTARTS)
+        )
+    )
     try:
         assert first.worker.wait_assigned(30), "the first worker got no partitions"
         produce(
@@ -159,18 +169,18 @@ def test_the_worker_process_survives_a_broker_restart_that_lost_its_data(
             reader.wait_for(lambda got: len(got[sink]) >= AFTER, 60, "results after the restart")
             reader.settle(0.5)
         # The process never stopped serving: at most a restart of its worker, in place.
-        assert first.error() is None, f"the supervised worker gave up: {first.failure!r}"
-        restarts = first.supervisor.restarts
+        assert first.error() is None, f"the worker gave up: {first.failure!r}"
         deadline = time.monotonic() + 10  # statistics arrive once a second
         while metric_values(first.worker).get("cadenza_broker_reachable") != 1.0:
             assert time.monotonic() < deadline, "cadenza_broker_reachable did not return to 1"
             time.sleep(0.2)
         ready_after = first.worker.exporter.health.ready
         scraped = first.worker.exporter.render().decode()
+        restarts = first.restarts()
         first.stop()
         assert first.error() is None, repr(first.failure)
     finally:
-        first.supervisor.stop()
+        first.worker.stop()
         if restarted is not None:
             restarted.stop()
         broker.stop()
@@ -189,6 +199,7 @@ def test_the_worker_process_survives_a_broker_restart_that_lost_its_data(
     assert not ready_during and ready_after
     # A restart is counted where an operator sees it, and said in the log.
     assert f"cadenza_worker_restarts_total {float(restarts)}" in scraped
+    assert restarts <= MAX_RESTARTS
     if restarts:
         assert any("starting it again" in r.getMessage() for r in caplog.records), "restart not logged"
     print(f"outage {outage:.1f} s, {len(outage_lines)} warning lines during it; worker restarts: {restarts}")
@@ -261,7 +272,14 @@ def kept_data_outage(log_dir: Path) -> str:
         # S3 storage: every fetch then came back empty and the worker read 7 of 1,500 records. Kafka
         # answers a fetch as soon as data is there, so the wait is only a bound; raise it here.
         patient = {"fetch.wait.max.ms": 500}
-        first = Background(lambda: Worker([pipeline], settings, group=name, consumer_overrides=patient))
+        first = Background(
+            Worker(
+                [pipeline],
+                settings,
+                WorkerConfig(group=name, consumer_overrides=patient),
+                process=ProcessConfig(max_restarts=MAX_RESTARTS),
+            )
+        )
         assert first.worker.wait_assigned(30), "the worker got no partitions"
         # Not idempotent: the producer's own retries across the outage may store a record twice, which
         # the check below tells apart from the worker's replays by reading the input back.
@@ -330,13 +348,13 @@ def kept_data_outage(log_dir: Path) -> str:
                     f"the input read back stopped at {len(read_back)} of {KEPT}; holes: {holes}"
                 )
         caught_up = time.monotonic() - back
-        assert first.error() is None, f"the supervised worker gave up: {first.failure!r}"
-        restarts = first.supervisor.restarts
+        assert first.error() is None, f"the worker gave up: {first.failure!r}"
+        restarts = first.restarts()
         first.stop()
         assert first.error() is None, repr(first.failure)
     finally:
         if first is not None:
-            first.supervisor.stop()
+            first.worker.stop()
         for running_broker in (restarted, broker):
             if running_broker is not None:
                 running_broker.stop()

@@ -25,6 +25,7 @@ from cadenza import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.reliability._support import group, quick
 from tests.worker.kafka_io import produce, reading, running
 
@@ -158,7 +159,7 @@ def test_random_failing_functions_dead_letter_exactly_their_records_and_lose_non
     )
     expected = {i: (plan[i].fate() if i in plan else "out") for i in range(RECORDS)}
     dead_topic = f"{pipeline.name}.dlq"
-    worker = Worker([pipeline], settings_, group=group(), partitions=2)
+    worker = Worker([pipeline], settings_, WorkerConfig(group=group(), partitions=2))
     with running(worker), reading(settings_, [sink, dead_topic]) as reader:
         produce(settings_, source, [(None, json.dumps({"id": i}).encode(), None) for i in range(RECORDS)])
         want_out = sum(1 for fate in expected.values() if fate == "out")

@@ -28,6 +28,7 @@ from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.engine.dead_letter import OPERATOR_HEADER
 from tests.reliability._support import group, produce_with_headers, quick
 from tests.worker.kafka_io import Record, produce, reading, running
@@ -115,7 +116,7 @@ def test_untestable_results_exits_and_millisecond_event_times_are_dead_lettered_
                 last[row["key"], row["window_start"]] = row["value"]
         return sum(last.values())
 
-    worker = Worker([hostile, millis, steady], settings, group=group(), partitions=2)
+    worker = Worker([hostile, millis, steady], settings, WorkerConfig(group=group(), partitions=2))
     hostile_dead, millis_dead = f"hostile-{suffix}.dlq", f"millis-{suffix}.dlq"
     topics = [even_out, odd_out, window_out, steady_out, hostile_dead, millis_dead]
     with running(worker), reading(settings, topics) as reader:
@@ -194,7 +195,7 @@ def test_a_producer_cannot_choose_its_records_priority_with_a_cadenza_ctx_header
     def forged(pipeline: str, trace: int) -> bytes:
         return encode_context(SchedulingContext(pipeline, "A", 0.0, 0.0, 0.0, 0.0, 0, trace))
 
-    worker = Worker([plain, trusted], settings, group=group())
+    worker = Worker([plain, trusted], settings, WorkerConfig(group=group()))
     with running(worker), reading(settings, [plain_out, trusted_out]) as reader:
         sent = time.time()
         produce_with_headers(

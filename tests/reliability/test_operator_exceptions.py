@@ -31,6 +31,7 @@ from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.engine.dead_letter import OPERATOR_HEADER, SOURCE_OFFSET_HEADER, SOURCE_TOPIC_HEADER
 from tests.reliability._support import group, latencies, percentile, quick
 from tests.worker.kafka_io import produce, reading, running
@@ -93,7 +94,7 @@ def test_raising_functions_dead_letter_and_the_other_tenant_keeps_its_deadline(
     steps = {n.id for n in flaky.compile().nodes}
     assert {step for _, step in EXPECTED.values()} <= steps, steps
 
-    worker = Worker([flaky, steady], settings, group=group(), partitions=2)
+    worker = Worker([flaky, steady], settings, WorkerConfig(group=group(), partitions=2))
     dead = f"flaky-{suffix}.dlq"
     with running(worker), reading(settings, [flaky_out, steady_out, dead]) as reader:
         # The failing tenant's records arrive in bursts while the steady tenant's trickle in.
@@ -201,7 +202,7 @@ def test_a_pipeline_that_stops_on_error_holds_its_input_and_resumes_there_after_
     def events(ids: range) -> list[tuple[None, bytes, None]]:
         return [(None, Event(id=i).model_dump_json().encode(), None) for i in ids]
 
-    first = Worker([strict, steady], settings, group=name, partitions=1)
+    first = Worker([strict, steady], settings, WorkerConfig(group=name, partitions=1))
     with running(first), reading(settings, [stop_out, steady_out, dead]) as reader:
         produce(settings, stop_in, events(range(STOPPABLE)))
         produce(settings, steady_in, events(range(STEADY // 2)))
@@ -237,7 +238,7 @@ def test_a_pipeline_that_stops_on_error_holds_its_input_and_resumes_there_after_
     assert committed.offset == FAIL_AT
 
     bug.fixed = True  # the redeploy
-    second = Worker([strict, steady], settings, group=name, partitions=1)
+    second = Worker([strict, steady], settings, WorkerConfig(group=name, partitions=1))
     with running(second), reading(settings, [stop_out]) as reader:
         reader.wait_for(lambda got: len(got[stop_out]) >= STOPPABLE, 30, "the strict pipeline resumed")
         reader.settle(0.5)

@@ -36,6 +36,7 @@ from cadenza.settings import KafkaSettings
 from cadenza.state import encode_key
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.engine.dead_letter import (
     CONTEXT_HEADER_ERROR,
     DISPOSITION_HEADER,
@@ -104,7 +105,7 @@ def test_poison_records_are_dead_lettered_exactly_and_good_records_all_processed
     name = f"poison-{uuid.uuid4().hex[:6]}"
     pipeline = Pipeline(name, tenant="bank", latency_target="1s")
     pipeline.source(source, value=Payment).map(enrich).key_by(account_of).map(render).sink(sink)
-    worker = Worker([pipeline], settings, group=group(), partitions=PARTITIONS)
+    worker = Worker([pipeline], settings, WorkerConfig(group=group(), partitions=PARTITIONS))
     graph = worker.graphs[0]
     source_step = next(n.id for n in graph.nodes if n.kind == "source")
     key_by = next(n for n in graph.nodes if n.kind == "key_by")

@@ -41,6 +41,7 @@ from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.engine.output import Output
 from tests.reliability._support import ROOT, group
 from tests.worker.kafka_io import produce, reading, running
@@ -284,7 +285,9 @@ def test_a_running_worker_never_logs_or_exports_its_credentials(
     name = f"secret-{uuid.uuid4().hex[:6]}"
     pipeline = Pipeline(name, tenant="t", latency_target="1s")
     pipeline.source(source, value=Row).map(lambda row: row.a).sink(sink)
-    worker = Worker([pipeline], settings, group=group(), consumer_overrides={"debug": "cgrp,broker"})
+    worker = Worker(
+        [pipeline], settings, WorkerConfig(group=group(), consumer_overrides={"debug": "cgrp,broker"})
+    )
     caplog.set_level(logging.DEBUG)
     produce(settings, source, [(None, b'{"a": 1}', None), (None, b"not json", None)])
     with running(worker), reading(settings, [sink, f"{name}.dlq"]) as reader:

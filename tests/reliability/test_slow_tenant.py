@@ -22,6 +22,7 @@ from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.reliability._support import group, latencies, percentile, quick
 from tests.worker.kafka_io import produce, reading, running
 
@@ -55,7 +56,7 @@ def test_a_slow_tenant_does_not_push_another_tenants_p99_over_its_target(
     slow.source(slow_in, value=Event).map(sleepy).sink(slow_out)
     fast = Pipeline(f"fast-{suffix}", tenant="fast", latency_target=f"{FAST_TARGET_S}s")
     fast.source(fast_in, value=Event).map(lambda e: {"id": e.id, "sent": e.sent}).sink(fast_out)
-    worker = Worker([slow, fast], settings, group=group(), policy=policy)
+    worker = Worker([slow, fast], settings, WorkerConfig(group=group(), policy=policy))
     with running(worker), reading(settings, [slow_out, fast_out]) as reader:
         produce(
             settings,

@@ -27,7 +27,7 @@ from cadenza.scheduling import (
     get_policy,
 )
 from cadenza.scheduling.registry import check_policy, resolve_policy
-from cadenza.worker.runtime import make_policy
+from cadenza.worker.layout import make_policy
 from tests.scheduling.test_policy_loader import DuckPolicy
 
 HERE = "tests.scheduling.test_policy_declarations"

@@ -17,6 +17,8 @@ from cadenza.settings import KafkaSettings
 from cadenza.state import StateStore, store_factory
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
+from cadenza.worker.parts import WorkerParts
 from tests.worker.kafka_io import Reader, produce, running
 
 
@@ -127,7 +129,14 @@ def test_a_user_store_factory_runs_a_window_and_is_restored_from_the_changelog(
     reader: Reader | None = None
     try:
         # Worker one: the factory as a callable. [0, 10) of "a" closes at ts 25; [20, 30) stays open.
-        with running(Worker([pipeline], kafka_settings, group=group, state_store=dict_stores)):
+        with running(
+            Worker(
+                [pipeline],
+                kafka_settings,
+                WorkerConfig(group=group),
+                parts=WorkerParts(state_store=dict_stores),
+            )
+        ):
             reader = Reader(kafka_settings, [out])
             send([("a", 1), ("a", 2), ("a", 3), ("a", 25)])
             reader.wait_for(lambda got: len(got[out]) >= 1, timeout=30, what="the first window")
@@ -137,7 +146,7 @@ def test_a_user_store_factory_runs_a_window_and_is_restored_from_the_changelog(
         assert first.calls.get("close") == 1
         # Worker two: the same factory by its import path; [20, 30) holds one restored record.
         spec = f"{__name__}:dict_stores"
-        with running(Worker([pipeline], kafka_settings, group=group, state_store=spec)) as two:
+        with running(Worker([pipeline], kafka_settings, WorkerConfig(group=group, state_store=spec))) as two:
             assert two.counters.restored_keys > 0
             second = MADE[1]
             assert second.size(0) > 0  # the restore wrote into the user's store

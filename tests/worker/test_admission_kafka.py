@@ -29,6 +29,7 @@ from cadenza.scheduling.context import CONTEXT_HEADER, SchedulingContext, decode
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.engine.unit import Unit
 
 pytestmark = pytest.mark.kafka
@@ -111,7 +112,7 @@ def test_a_batch_is_queued_in_offset_order_with_contexts_shared_only_by_the_rule
         pipeline = Pipeline(f"{name}-{i}", tenant="t", latency_target="1s")
         pipeline.source(source, value=Reading).map(double).sink(out)
         pipelines.append(pipeline)
-    worker = Worker(pipelines, kafka_settings, group=f"g-{name}", policy="cameo")
+    worker = Worker(pipelines, kafka_settings, WorkerConfig(group=f"g-{name}", policy="cameo"))
     worker.start()
     rng = random.Random(20261126)
     base = dict.fromkeys(range(PARTITIONS), 0)

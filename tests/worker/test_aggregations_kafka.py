@@ -26,6 +26,7 @@ from cadenza.pipelines.stream import WindowedStream
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.engine.dead_letter import WINDOW_END_HEADER, WINDOW_START_HEADER
 from tests.worker.kafka_io import Record, produce, reading, running
 
@@ -181,7 +182,7 @@ def test_mean_min_and_a_user_aggregate_match_brute_force_with_out_of_order_and_l
     assert naive_min != want_min
 
     produce(kafka_settings, source, [(None, encode(*r), 0) for r in seen])
-    worker = Worker([mean, low, spread], kafka_settings, group=f"g-{suffix}")
+    worker = Worker([mean, low, spread], kafka_settings, WorkerConfig(group=f"g-{suffix}"))
     topics = [mean_out, low_out, spread_out, mean_late, low_late, spread_late]
     with running(worker), reading(kafka_settings, topics) as reader:
         reader.wait_for(

@@ -18,6 +18,7 @@ from cadenza.pipelines import Pipeline, Tumbling
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import Reader, produce, reading, running
 
 pytestmark = [
@@ -84,7 +85,7 @@ def test_a_restoring_partition_waits_alone_and_its_results_are_exact(
     # worker leaves KEYS keys of open state in the changelog.
     first_rows = [(f"k{i}", (i % 1000) / 1000.0) for i in range(KEYS)]
     produce(kafka_settings, counted, encoded(first_rows))
-    first = Worker([count, copy], kafka_settings, group=group, consumer_overrides=overrides)
+    first = Worker([count, copy], kafka_settings, WorkerConfig(group=group, consumer_overrides=overrides))
     with running(first):
         deadline = time.monotonic() + 60
         # Run, not only fetched: records still queued at the stop are handed back uncommitted, and the
@@ -103,7 +104,9 @@ def test_a_restoring_partition_waits_alone_and_its_results_are_exact(
 
     # A restore slice of a millisecond: reading KEYS changelog records takes many steps.
     second = Worker(
-        [count, copy], kafka_settings, group=group, restore_slice=0.001, consumer_overrides=overrides
+        [count, copy],
+        kafka_settings,
+        WorkerConfig(group=group, restore_slice=0.001, consumer_overrides=overrides),
     )
     held_at: list[tuple[bool, int, int]] = []  # per step: counted held, copy records run, count records run
     second.start()
@@ -113,7 +116,7 @@ def test_a_restoring_partition_waits_alone_and_its_results_are_exact(
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             second.step()
-            held = (counted, 0) in second._restorer.holding
+            held = (counted, 0) in second.membership.restorer.holding
             held_at.append((held, copy_runs.processed, count_runs.processed))
             if second.counters.window_results >= KEYS:  # the closing record ran
                 break

@@ -16,6 +16,7 @@ from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import produce, reading, running
 
 pytestmark = pytest.mark.kafka
@@ -76,7 +77,7 @@ def test_a_msgpack_source_and_sink_run_end_to_end_and_bad_bytes_are_dead_lettere
     bad = [b"\xc1 not msgpack", msgpack.packb({"id": "not a number", "amount": 1, "ts": 1.0})]
     produce(kafka_settings, source, [(None, value, 0) for value in [*good[:5], *bad, *good[5:]]])
     dlq = f"{name}.dlq"
-    worker = Worker([pipeline], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}")
+    worker = Worker([pipeline], kafka_settings, WorkerConfig(group=f"g-{uuid.uuid4().hex[:8]}"))
     with running(worker), reading(kafka_settings, [sink, dlq]) as reader:
         reader.wait_for(
             lambda got: len(got[sink]) >= 10 and len(got[dlq]) >= 2, timeout=30, what="10 results, 2 DLQ"
@@ -120,7 +121,7 @@ def test_a_codec_that_raises_on_encode_dead_letters_the_record(
         [(None, Order(id=i, amount=1, ts=1).model_dump_json().encode(), 0) for i in range(6)],
     )
     dlq = f"{name}.dlq"
-    worker = Worker([pipeline], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}")
+    worker = Worker([pipeline], kafka_settings, WorkerConfig(group=f"g-{uuid.uuid4().hex[:8]}"))
     with running(worker), reading(kafka_settings, [sink, dlq]) as reader:
         reader.wait_for(lambda got: len(got[sink]) >= 5 and len(got[dlq]) >= 1, timeout=30, what="5 + 1 DLQ")
         reader.settle(0.5)

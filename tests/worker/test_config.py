@@ -1,9 +1,9 @@
-"""One registry of worker settings: WorkerConfig drives the CLI options, Worker(config=...) and the
-docs' settings table, so the three cannot disagree (no broker: nothing here connects)."""
+"""One registry of worker settings: WorkerConfig and ProcessConfig drive the CLI options,
+Worker(pipelines, settings, config, process=...) and the docs' settings table, so the three cannot
+disagree (no broker: nothing here connects)."""
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from cadenza.errors import ConfigError
 from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
-from cadenza.worker.config import ENV_PREFIX, WorkerConfig, bounds, settings_table
+from cadenza.worker.config import ENV_PREFIX, ProcessConfig, WorkerConfig, bounds, settings_table
 
 SETTINGS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "settings.md"
 
@@ -41,49 +41,52 @@ def test_the_docs_table_is_the_one_the_model_renders() -> None:
     text = SETTINGS_PAGE.read_text(encoding="utf-8")
     assert "<!-- cadenza:settings cadenza.worker.config:WorkerConfig -->" in text
     assert "| `CADENZA_POLICY` |" not in text, "docs/reference/settings.md has a copied table: remove it"
-    assert settings_table().count("\n") == len(WorkerConfig.model_fields) + 1
+    rows = len(WorkerConfig.model_fields) + len(ProcessConfig.model_fields)
+    assert settings_table().count("\n") == rows + 1
 
 
 def test_every_setting_is_a_cli_option_with_its_variable_default_and_bounds() -> None:
     options = _worker_options()
-    for name, field in WorkerConfig.model_fields.items():
+    fields = {**WorkerConfig.model_fields, **ProcessConfig.model_fields}
+    for name, field in fields.items():
         option = options.get(name)
         assert option is not None, f"cadenza worker has no --{name.replace('_', '-')}"
         assert option.opts == [f"--{name.replace('_', '-')}"]
         assert option.envvar == f"{ENV_PREFIX}{name.upper()}"
-        assert option.default == field.default
+        # A mapping is an option of JSON text: not given (None), the model's default applies.
+        assert option.default == (None if isinstance(field.default, dict) else field.default)
         assert field.description is not None and option.help is not None
         assert option.help.startswith(field.description)
         limits = bounds(field)
         assert (option.min, option.max) == (limits.get("ge"), limits.get("le"))
-    # Nothing else but the logging options: every worker setting lives in the model.
-    assert set(options) - set(WorkerConfig.model_fields) == {"log_level", "log_format"}
+    # Nothing else but the logging options and --check: every worker setting lives in a model.
+    assert set(options) - set(fields) == {"log_level", "log_format", "check"}
 
 
-def test_the_workers_own_defaults_agree_with_the_model() -> None:
-    defaults = WorkerConfig.model_construct().worker_arguments()
-    signature = inspect.signature(Worker.__init__).parameters
-    for name, value in defaults.items():
-        assert name in signature, f"Worker takes no {name}"
-        own = signature[name].default
-        # None in the Worker means "not set here" (the model then says what the CLI does).
-        assert own is None or own == value, f"Worker's default {name}={own!r}, the model's {value!r}"
+def test_a_worker_without_a_config_reads_the_environment_as_the_cli_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CADENZA_BATCH_SIZE", "7")
+    monkeypatch.setenv("CADENZA_MAX_RESTARTS", "2")
+    worker = Worker([_pipeline()], KafkaSettings())
+    assert worker.config == WorkerConfig.load() and worker.config.batch_size == 7
+    assert worker.process == ProcessConfig.load() and worker.process.max_restarts == 2
 
 
-def test_the_environment_sets_the_config_and_units_are_converted(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_environment_sets_the_config_in_its_units(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CADENZA_QUANTUM_MS", "5")
     monkeypatch.setenv("CADENZA_PROGRESS_INTERVAL_MS", "250")
     monkeypatch.setenv("CADENZA_WATERMARK_IDLE_TIMEOUT", "0")
     monkeypatch.setenv("CADENZA_ACTIVITIES_TOPIC", "off")
     monkeypatch.setenv("CADENZA_BATCH_SIZE", "7")
     monkeypatch.setenv("CADENZA_FETCH_WAIT_MS", "250")
-    arguments = WorkerConfig.load(batch_size=9).worker_arguments()  # an explicit value beats the variable
-    assert arguments["fetch_wait"] == pytest.approx(0.25)
-    assert arguments["quantum_seconds"] == pytest.approx(0.005)
-    assert arguments["progress_interval"] == pytest.approx(0.25)
-    assert arguments["watermark_idle_timeout"] is None  # 0: hold the watermark back for ever
-    assert arguments["activities_topic"] is None
-    assert arguments["batch_size"] == 9
+    config = WorkerConfig.load(batch_size=9)  # an explicit value beats the variable
+    assert config.fetch_wait_ms == 250
+    assert config.quantum_ms == pytest.approx(5.0)
+    assert config.progress_interval_ms == pytest.approx(250.0)
+    assert config.watermark_idle_timeout == 0  # 0: hold the watermark back for ever
+    assert config.activities is None
+    assert config.batch_size == 9
 
 
 @pytest.mark.parametrize(
@@ -111,32 +114,18 @@ def test_worker_takes_its_settings_from_the_config() -> None:
     config = WorkerConfig(
         group="g-config", batch_size=7, max_buffered=123, quantum_records=3, quantum_ms=5.0, run_slice=0.5
     )
-    worker = Worker([_pipeline()], KafkaSettings(), config=config)
-    assert (worker.group, worker.batch_size, worker.max_buffered, worker.run_slice) == (
-        "g-config",
-        7,
-        123,
-        0.5,
-    )
-    assert worker.progress_interval == pytest.approx(0.05)
-    assert worker.activities_topic == config.activities_topic
+    worker = Worker([_pipeline()], KafkaSettings(), config)
+    assert worker.config is config and worker.group == "g-config"
+    assert (worker.config.batch_size, worker.config.max_buffered, worker.config.run_slice) == (7, 123, 0.5)
+    assert worker.config.progress_interval_ms == pytest.approx(50.0)
+    assert worker.config.activities == config.activities_topic
 
 
 def test_every_lane_fetches_with_the_configured_broker_wait() -> None:
-    worker = Worker([_pipeline()], KafkaSettings(), config=WorkerConfig(fetch_wait_ms=250))
-    assert [lane.fetch["fetch.wait.max.ms"] for lane in worker.lanes] == [250]
+    worker = Worker([_pipeline()], KafkaSettings(), WorkerConfig(fetch_wait_ms=250))
+    assert [lane.fetch["fetch.wait.max.ms"] for lane in worker.layout.lanes] == [250]
     with pytest.raises(ConfigError, match="fetch_wait"):
-        Worker([_pipeline()], KafkaSettings(), fetch_wait=0.0)
-
-
-def test_a_setting_given_both_ways_is_refused() -> None:
-    with pytest.raises(ConfigError, match="batch_size"):
-        Worker([_pipeline()], KafkaSettings(), batch_size=5, config=WorkerConfig(batch_size=7))
-
-
-def test_without_config_the_keyword_arguments_still_work() -> None:
-    worker = Worker([_pipeline()], KafkaSettings(), batch_size=5, group="g-kw")
-    assert (worker.batch_size, worker.group) == (5, "g-kw")
+        WorkerConfig.load(fetch_wait_ms=0)
 
 
 def _cli(*args: str, **env: str) -> Any:

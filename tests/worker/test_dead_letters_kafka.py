@@ -13,6 +13,7 @@ from cadenza.schemas import ERROR_HEADER, ERROR_TYPE_HEADER
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.engine.dead_letter import (
     OPERATOR_HEADER,
     SOURCE_OFFSET_HEADER,
@@ -62,7 +63,7 @@ def test_poison_values_and_failing_functions_are_dead_lettered_with_coordinates(
     offsets = produce(kafka_settings, source, outgoing)
     good = [i for i in range(60) if i % 10 != 3]
     dead = len(outgoing) - kinds.count("good")
-    worker = Worker([pipeline], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}")
+    worker = Worker([pipeline], kafka_settings, WorkerConfig(group=f"g-{uuid.uuid4().hex[:8]}"))
     dead_letters = f"{name}.dlq"
     with running(worker), reading(kafka_settings, [sink, dead_letters]) as reader:
         reader.wait_for(

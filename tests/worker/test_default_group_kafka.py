@@ -13,7 +13,8 @@ from cadenza import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
-from cadenza.worker.runtime import default_group
+from cadenza.worker.config import WorkerConfig
+from cadenza.worker.layout import default_group
 from tests.reliability._support import quick
 from tests.worker.kafka_io import produce, reading, running
 
@@ -47,8 +48,8 @@ def test_two_modules_with_the_default_group_each_get_every_record(
     settings = quick(kafka_settings)
     source, out_a, out_b = new_topic(partitions=4), new_topic(partitions=1), new_topic(partitions=1)
     suffix = uuid.uuid4().hex[:6]
-    first = Worker([_pipeline(f"a-{suffix}", source, out_a)], settings, partitions=4)
-    second = Worker([_pipeline(f"b-{suffix}", source, out_b)], settings, partitions=4)
+    first = Worker([_pipeline(f"a-{suffix}", source, out_a)], settings, WorkerConfig(partitions=4))
+    second = Worker([_pipeline(f"b-{suffix}", source, out_b)], settings, WorkerConfig(partitions=4))
     assert first.group != second.group
     with running(first), running(second), reading(settings, [out_a, out_b]) as reader:
         produce(settings, source, [(None, json.dumps({"n": n}).encode(), None) for n in range(RECORDS)])

@@ -16,10 +16,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from pydantic import BaseModel
 
 from cadenza.infra.kafka.clients import make_consumer, make_producer
+from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
+from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.engine.counters import WorkerCounters
 from cadenza.worker.kafka.fetcher import Fetcher, FlowControl
 from cadenza.worker.kafka.rebalance import Rebalance
@@ -170,3 +174,34 @@ def test_a_wait_ended_by_a_record_also_takes_the_records_that_came_with_it(
     finally:
         for consumer, _ in consumers:
             consumer.close()
+
+
+def test_the_worker_pauses_at_shares_only_when_its_topics_have_different_targets(
+    kafka_settings: KafkaSettings,
+) -> None:
+    """A worker pauses a partition at its share of the buffer only when its topics are read with
+    different latency targets; its flow control is built with its membership, when it starts."""
+
+    class Item(BaseModel):
+        n: int
+
+    suffix = uuid.uuid4().hex[:8]
+
+    def pipeline(name: str, target: str) -> Pipeline:
+        p = Pipeline(f"{name}-{suffix}", tenant=name, latency_target=target)
+        p.source(f"{name}-in-{suffix}", value=Item).sink(f"{name}-out-{suffix}")
+        return p
+
+    cases = [
+        ([pipeline("a", "1s"), pipeline("b", "1s")], False),
+        ([pipeline("c", "250ms"), pipeline("d", "5s")], True),
+    ]
+    for index, (pipelines, shares) in enumerate(cases):
+        worker = Worker(
+            pipelines, kafka_settings, WorkerConfig(group=f"g-shares-{index}-{suffix}", partitions=1)
+        )
+        worker.start()
+        try:
+            assert worker.membership.flow.shares is shares
+        finally:
+            worker.close()

@@ -13,6 +13,7 @@ from cadenza.schemas import SCHEMA_FP_HEADER, AvroCodec
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.engine.output import Output
 from tests.worker.kafka_io import produce, reading, running
 
@@ -43,7 +44,7 @@ def test_an_avro_sink_writes_schemaless_avro_with_the_fingerprint_header(
         kafka_settings, source, [(None, json.dumps({"id": i, "amount": i}).encode(), 0) for i in range(20)]
     )
     codec = AvroCodec(Scored)
-    worker = Worker([pipeline], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}")
+    worker = Worker([pipeline], kafka_settings, WorkerConfig(group=f"g-{uuid.uuid4().hex[:8]}"))
     with running(worker), reading(kafka_settings, [sink]) as reader:
         reader.wait_for(lambda got: len(got[sink]) >= 20, timeout=30, what="20 Avro records")
     records = reader.records[sink]
@@ -70,7 +71,7 @@ def test_event_time_defaults_to_the_kafka_record_timestamp(
             source, json.dumps({"id": i, "amount": 1}).encode(), b"k", timestamp=base_ms + offset_ms
         )
     output.flush()
-    worker = Worker([pipeline], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}")
+    worker = Worker([pipeline], kafka_settings, WorkerConfig(group=f"g-{uuid.uuid4().hex[:8]}"))
     with running(worker), reading(kafka_settings, [sink]) as reader:
         reader.wait_for(lambda got: len(got[sink]) >= 2, timeout=30, what="two windows")
         reader.settle(0.5)

@@ -22,6 +22,7 @@ from cadenza.pipelines import Tumbling
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.kafka.group_plan import GroupPlan, PlanMismatchError, decide_plan, plan_fingerprint
 from tests.reliability._support import group, quick
 from tests.worker.kafka_io import produce, reading, running
@@ -87,7 +88,7 @@ def test_a_worker_of_another_plan_is_refused_before_committing_and_the_same_plan
     settings = quick(kafka_settings)
     source, out, other_out = new_topic(partitions=2), new_topic(partitions=1), new_topic(partitions=1)
     name, suffix = group(), uuid.uuid4().hex[:6]
-    first = Worker([_map(f"a-{suffix}", source, out)], settings, group=name, partitions=2)
+    first = Worker([_map(f"a-{suffix}", source, out)], settings, WorkerConfig(group=name, partitions=2))
     with running(first), reading(settings, [out]) as reader:
         produce(settings, source, [(None, json.dumps({"n": n}).encode(), n % 2) for n in range(RECORDS)])
         reader.wait_for(lambda got: len(got[out]) >= RECORDS, timeout=45, what="the first results")
@@ -96,7 +97,9 @@ def test_a_worker_of_another_plan_is_refused_before_committing_and_the_same_plan
             assert time.monotonic() < deadline, "the first results were not committed"
             time.sleep(0.2)
         # Another plan in the live group: refused, naming the group, both plans and the fix.
-        intruder = Worker([_map(f"b-{suffix}", source, other_out)], settings, group=name, partitions=2)
+        intruder = Worker(
+            [_map(f"b-{suffix}", source, other_out)], settings, WorkerConfig(group=name, partitions=2)
+        )
         produce(settings, source, [(None, json.dumps({"n": n}).encode(), n % 2) for n in range(RECORDS)])
         with pytest.raises(PlanMismatchError) as refused:
             intruder.start()
@@ -105,7 +108,7 @@ def test_a_worker_of_another_plan_is_refused_before_committing_and_the_same_plan
             assert part in message, message
         assert intruder.joined is False and intruder.assignment == set()
         # The same plan (another process would compile it again) joins and shares the work.
-        second = Worker([_map(f"a-{suffix}", source, out)], settings, group=name, partitions=2)
+        second = Worker([_map(f"a-{suffix}", source, out)], settings, WorkerConfig(group=name, partitions=2))
         with running(second):
             reader.wait_for(lambda got: len(got[out]) >= 2 * RECORDS, timeout=45, what="the second batch")
     # The refused worker committed nothing: the offsets are those of the group's own workers.
@@ -123,28 +126,38 @@ def test_an_upgrade_replaces_the_plan_once_the_old_workers_stopped_or_with_repla
     settings = quick(kafka_settings)
     source, out = new_topic(partitions=1), new_topic(partitions=1)
     name, suffix = group(), uuid.uuid4().hex[:6]
-    v1 = Worker([_map(f"v1-{suffix}", source, out)], settings, group=name, partitions=1)
+    v1 = Worker([_map(f"v1-{suffix}", source, out)], settings, WorkerConfig(group=name, partitions=1))
     with running(v1), reading(settings, [out]) as reader:
         produce(settings, source, [(None, json.dumps({"n": n}).encode(), 0) for n in range(RECORDS)])
         reader.wait_for(lambda got: len(got[out]) >= RECORDS, timeout=45, what="v1's results")
     # v1 stopped cleanly: the group has no live member, so v2 (a changed pipeline) takes it over.
     caplog.set_level(logging.WARNING, logger="cadenza.worker")
-    v2 = Worker([_map(f"v2-{suffix}", source, out, scale=10)], settings, group=name, partitions=1)
+    v2 = Worker(
+        [_map(f"v2-{suffix}", source, out, scale=10)], settings, WorkerConfig(group=name, partitions=1)
+    )
     with running(v2), reading(settings, [out]) as reader:
         produce(settings, source, [(None, json.dumps({"n": n}).encode(), 0) for n in range(RECORDS)])
         reader.wait_for(lambda got: len(got[out]) >= 2 * RECORDS, timeout=45, what="v2's results")
         # v1 restarted now is the other plan in a live group: refused.
         with pytest.raises(PlanMismatchError):
-            Worker([_map(f"v1-{suffix}", source, out)], settings, group=name, partitions=1).start()
+            Worker(
+                [_map(f"v1-{suffix}", source, out)], settings, WorkerConfig(group=name, partitions=1)
+            ).start()
         # While v2 still runs, v3 with --replace-plan takes the record over at once.
         v3 = Worker(
-            [_map(f"v3-{suffix}", source, out)], settings, group=name, partitions=1, replace_plan=True
+            [_map(f"v3-{suffix}", source, out)],
+            settings,
+            WorkerConfig(group=name, partitions=1, replace_plan=True),
         )
         v3.start()
         v3.close()
         # v3 is now the group's plan: v2 restarted while the group is live is refused.
         with pytest.raises(PlanMismatchError):
-            Worker([_map(f"v2-{suffix}", source, out, scale=10)], settings, group=name, partitions=1).start()
+            Worker(
+                [_map(f"v2-{suffix}", source, out, scale=10)],
+                settings,
+                WorkerConfig(group=name, partitions=1),
+            ).start()
     values = sorted(json.loads(r.value or b"")["n"] for r in reader.records[out])
     assert values == sorted([*range(RECORDS), *(10 * n for n in range(RECORDS))])  # v1 then v2, once each
     replaced = [r.getMessage() for r in caplog.records if "replacing its plan" in r.getMessage()]
@@ -170,7 +183,9 @@ def test_cadenza_worker_of_another_plan_exits_2_with_one_line(
     name, suffix = group(), uuid.uuid4().hex[:6]
     module = tmp_path / f"other_{suffix}.py"
     module.write_text(MODULE.format(name=f"other-{suffix}", source=source, sink=out))
-    with running(Worker([_map(f"live-{suffix}", source, out)], settings, group=name, partitions=1)):
+    with running(
+        Worker([_map(f"live-{suffix}", source, out)], settings, WorkerConfig(group=name, partitions=1))
+    ):
         environment = {key: value for key, value in os.environ.items() if not key.startswith("CADENZA_")}
         environment |= {
             "CADENZA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,

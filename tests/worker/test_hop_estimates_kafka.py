@@ -17,6 +17,8 @@ from cadenza.scheduling.costs import CostModel
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
+from cadenza.worker.parts import WorkerParts
 from tests.worker.kafka_io import produce, reading, running
 
 pytestmark = pytest.mark.kafka
@@ -32,7 +34,10 @@ def run_through_a_repartition(
     p = Pipeline(name, tenant="t", latency_target="1s")
     p.source(source).key_by(lambda v: v["k"]).sink(out)
     worker = Worker(
-        [p], kafka_settings, group=f"g-{name}", hop_quantile=hop_quantile, exporter=PrometheusExporter()
+        [p],
+        kafka_settings,
+        WorkerConfig(group=f"g-{name}", hop_quantile=hop_quantile),
+        parts=WorkerParts(exporter=PrometheusExporter()),
     )
     with running(worker), reading(kafka_settings, [out]) as reader:
         records = [(None, json.dumps({"k": f"k{i % 5}"}).encode(), i % 2) for i in range(RECORDS)]

@@ -26,6 +26,7 @@ from cadenza.settings import KafkaSettings
 from cadenza.state import encode_key
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.engine.idle_clock import IdleClock
 from cadenza.worker.engine.operators.routing import HEARTBEAT_FLOOR
 from cadenza.worker.engine.wire import (
@@ -69,7 +70,7 @@ def test_a_user_function_blocking_the_loop_times_no_window_input_out(
     p = Pipeline(name, tenant="t", latency_target="1s")
     keyed = p.source(source, value=Event, timestamp="ts").map(call_out).key_by(lambda e: e.key)
     keyed.window(Tumbling(10.0)).count().sink(out)
-    worker = Worker([p], kafka_settings, group=f"g-{name}", watermark_idle_timeout=IDLE_TIMEOUT)
+    worker = Worker([p], kafka_settings, WorkerConfig(group=f"g-{name}", watermark_idle_timeout=IDLE_TIMEOUT))
     with running(worker), reading(kafka_settings, [out]) as reader:
         windows = {s.task.subtopology.input_kind: s for s in worker.engine.schedules}["repartition"]
         produce(kafka_settings, source, [record("a", 1.0, 0), record("b", 2.0, 1)])
@@ -100,7 +101,7 @@ def _counting_worker(settings: KafkaSettings, source: str, out: str, prefix: str
     p.source(source, value=Event, timestamp="ts").key_by(lambda e: e.key).window(Tumbling(10.0)).count().sink(
         out
     )
-    worker = Worker([p], settings, group=f"g-{name}", watermark_idle_timeout=1.0)
+    worker = Worker([p], settings, WorkerConfig(group=f"g-{name}", watermark_idle_timeout=1.0))
     worker.start()
     return worker
 
@@ -171,7 +172,7 @@ def test_while_the_buffer_is_full_and_every_partition_paused_the_idle_clock_stan
     name = f"full-{uuid.uuid4().hex[:6]}"
     p = Pipeline(name, tenant="t", latency_target="1s")
     p.source(source, value=Event, timestamp="ts").map(lambda e: e).sink(out)
-    worker = Worker([p], kafka_settings, group=f"g-{name}", max_buffered=4)
+    worker = Worker([p], kafka_settings, WorkerConfig(group=f"g-{name}", max_buffered=4))
     worker.start()
     clock = worker.idle_clock
     now_ms = int(time.time() * 1000)
@@ -179,19 +180,18 @@ def test_while_the_buffer_is_full_and_every_partition_paused_the_idle_clock_stan
         worker.admit(
             [fetched(source, 0, offset, record("a", 1.0 + offset, 0)[1], now_ms) for offset in range(6)]
         )
-        fetcher = worker._fetcher
-        assert fetcher is not None
+        fetcher = worker.membership.fetcher
 
         def full() -> bool:
             return fetcher.flow.full
 
-        worker._flow_control()
+        worker.membership.flow_control()
         assert full()
         stood = clock.now()
         time.sleep(0.3)
         assert clock.now() == stood
         assert worker.run_for(5.0) == 6
-        worker._flow_control()
+        worker.membership.flow_control()
         assert not full()
         time.sleep(0.3)
         assert clock.now() >= stood + 0.25

@@ -20,6 +20,7 @@ from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import produce, reading, running
 
 pytestmark = pytest.mark.kafka
@@ -39,7 +40,7 @@ def test_an_idle_worker_does_not_sit_on_a_fetched_record_for_its_poll_timeout(
     name = f"idle-fetch-{uuid.uuid4().hex[:6]}"
     p = Pipeline(name, tenant="t", latency_target="1s")
     p.source(source, value=Event).sink(out)
-    worker = Worker([p], kafka_settings, group=f"g-{name}", poll_timeout=POLL_TIMEOUT)
+    worker = Worker([p], kafka_settings, WorkerConfig(group=f"g-{name}", poll_timeout=POLL_TIMEOUT))
     with running(worker), reading(kafka_settings, [out]) as reader:
         produce(kafka_settings, source, [(None, json.dumps({"n": 0}).encode(), 0)])
         reader.wait_for(lambda r: len(r[out]) >= 1, 60, "the first result")  # the group is warm now

@@ -27,6 +27,7 @@ from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import Reader, produce, running
 
 pytestmark = pytest.mark.kafka
@@ -156,7 +157,7 @@ def test_joins_equal_the_brute_force_across_a_restart(
             produce(kafka_settings, topic, [(None, encode(row), row[1]) for row in part if row[0] == side])
 
     def worker() -> Worker:
-        return Worker([pipeline], kafka_settings, group=f"g-{name}", watermark_idle_timeout=None)
+        return Worker([pipeline], kafka_settings, WorkerConfig(group=f"g-{name}", watermark_idle_timeout=0))
 
     markers_one = Counter(
         (lf[4], rt[4]) for lf in rows_one for rt in rows_one if lf[2] == rt[2] == "~marker" and lf[0] < rt[0]

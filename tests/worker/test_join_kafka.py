@@ -26,6 +26,7 @@ from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import Reader, produce, running
 
 pytestmark = pytest.mark.kafka
@@ -123,7 +124,7 @@ def test_join_equals_a_brute_force_pairing_with_late_records_and_a_restart(
     late_topic = f"{name}.late"
 
     def worker() -> Worker:
-        return Worker([pipeline], kafka_settings, group=group, watermark_idle_timeout=None)
+        return Worker([pipeline], kafka_settings, WorkerConfig(group=group, watermark_idle_timeout=0))
 
     marker_one = {"l": first[-2][3], "r": first[-1][3]}
     reader: Reader | None = None

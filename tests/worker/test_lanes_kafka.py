@@ -24,6 +24,8 @@ from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
+from cadenza.worker.parts import WorkerParts
 from tests.worker.kafka_io import produce, reading, running
 
 pytestmark = pytest.mark.kafka
@@ -73,22 +75,19 @@ def test_two_lanes_lose_nothing_keep_the_bound_and_commit_through_their_own_cons
     worker = Worker(
         [urgent, bulk],
         kafka_settings,
-        group=group,
-        max_buffered=max_buffered,
-        batch_size=500,
-        policy="cameo",
-        lanes="auto",
-        exporter=(exporter := PrometheusExporter()),
+        WorkerConfig(group=group, max_buffered=max_buffered, batch_size=500, policy="cameo", lanes="auto"),
+        parts=WorkerParts(exporter=(exporter := PrometheusExporter())),
     )
-    assert [lane.topics for lane in worker.lanes] == [(urgent_in,), (bulk_in,)]
+    assert [lane.topics for lane in worker.layout.lanes] == [(urgent_in,), (bulk_in,)]
     # Each pipeline's outputs go through its lane's producer; the bulk one lingers longer.
     assert [
-        (lane.name, urgent_out in lane.topics, bulk_out in lane.topics) for lane in worker.produce_lanes
+        (lane.name, urgent_out in lane.topics, bulk_out in lane.topics)
+        for lane in worker.layout.produce_lanes
     ] == [
         ("producer", True, False),
         ("producer-lane1", False, True),
     ]
-    assert worker.produce_lanes[1].linger_ms > worker.produce_lanes[0].linger_ms
+    assert worker.layout.produce_lanes[1].linger_ms > worker.layout.produce_lanes[0].linger_ms
 
     def stream_urgent() -> None:
         for start in range(0, trickle, 20):
@@ -101,8 +100,8 @@ def test_two_lanes_lose_nothing_keep_the_bound_and_commit_through_their_own_cons
         assert worker.wait_assigned(30)
         # Assigned means every lane joined: the urgent lane's partitions are here too, whichever lane
         # the group answered first.
-        lanes = worker._fetcher.consumers if worker._fetcher is not None else []
-        assert len(lanes) == 2 and all(worker._rebalance.owned(consumer) for consumer in lanes)
+        lanes = worker.membership.fetcher.consumers
+        assert len(lanes) == 2 and all(worker.membership.rebalance.owned(consumer) for consumer in lanes)
         streaming = threading.Thread(target=stream_urgent, daemon=True)
         streaming.start()
         reader.wait_for(
@@ -111,11 +110,11 @@ def test_two_lanes_lose_nothing_keep_the_bound_and_commit_through_their_own_cons
             what="every output of both lanes",
         )
         streaming.join(10)
-        fetcher = worker._fetcher
-        assert fetcher is not None and len(fetcher.consumers) == 2
+        fetcher = worker.membership.fetcher
+        assert len(fetcher.consumers) == 2
         # Each lane's consumer was given its own topics' partitions only (the worker's consumers are
         # not called from the test's thread: a call beside the worker's consume blocks).
-        owned = [{t for t, _ in worker._rebalance.owned(c)} for c in fetcher.consumers]
+        owned = [{t for t, _ in worker.membership.rebalance.owned(c)} for c in fetcher.consumers]
         assert owned == [{urgent_in}, {bulk_in}]
         # The flood paused bulk partitions only: the urgent lane was never held back.
         assert worker.counters.pauses >= 1
@@ -149,13 +148,13 @@ def test_alike_targets_keep_a_single_consumer(kafka_settings: KafkaSettings, new
     b.source(b_in, value=Item).map(lambda x: -1 - x.id).sink(out)
     produce(kafka_settings, a_in, [(None, item(i), None) for i in range(50)])
     produce(kafka_settings, b_in, [(None, item(i), None) for i in range(50)])
-    worker = Worker([a, b], kafka_settings, group=f"g-one-{suffix}", lanes="auto")
-    assert len(worker.lanes) == 1
+    worker = Worker([a, b], kafka_settings, WorkerConfig(group=f"g-one-{suffix}", lanes="auto"))
+    assert len(worker.layout.lanes) == 1
     with reading(kafka_settings, [out]) as reader, running(worker):
         reader.wait_for(lambda got: len(got[out]) >= 100, timeout=60, what="every output")
-        fetcher = worker._fetcher
-        assert fetcher is not None and len(fetcher.consumers) == 1
-        assert {t for t, _ in worker._rebalance.owned(fetcher.consumer)} == {a_in, b_in}
+        fetcher = worker.membership.fetcher
+        assert len(fetcher.consumers) == 1
+        assert {t for t, _ in worker.membership.rebalance.owned(fetcher.consumer)} == {a_in, b_in}
     assert sorted(int(r.value or b"0") for r in reader.records[out]) == list(range(-50, 50))
 
 
@@ -186,8 +185,10 @@ def test_two_workers_hold_both_sides_of_a_join_partition_when_one_side_is_also_r
     everything = {(topic, p) for topic in (clicks, orders, jobs) for p in range(parts)}
     for round_ in range(3):
         group = f"g-join-lanes-{suffix}-{round_}"
-        one, two = (Worker([ls, ba], kafka_settings, group=group, lanes="auto") for _ in range(2))
-        assert [lane.topics for lane in one.lanes] == [tuple(sorted((clicks, orders))), (jobs,)]
+        one, two = (
+            Worker([ls, ba], kafka_settings, WorkerConfig(group=group, lanes="auto")) for _ in range(2)
+        )
+        assert [lane.topics for lane in one.layout.lanes] == [tuple(sorted((clicks, orders))), (jobs,)]
         with running(one), running(two):
             deadline = time.monotonic() + 60
             while not (one.assignment and two.assignment and one.assignment | two.assignment == everything):
@@ -199,6 +200,6 @@ def test_two_workers_hold_both_sides_of_a_join_partition_when_one_side_is_also_r
             assert sides[0] == sides[1], held
         # The join made the group's assignor range (eager): the worker knew, so it took its
         # assignments whole instead of having the client refuse (and log a warning) every time.
-        assert one._rebalance.eager and two._rebalance.eager
+        assert one.membership.rebalance.eager and two.membership.rebalance.eager
     refused = [r.getMessage() for r in caplog.records if "assign() call failed" in r.getMessage()]
     assert not refused, refused[:2]

@@ -18,6 +18,8 @@ from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
+from cadenza.worker.parts import WorkerParts
 from tests.worker.kafka_io import produce, reading, running
 
 pytestmark = pytest.mark.kafka
@@ -55,7 +57,12 @@ def test_a_slow_user_function_is_a_stall_under_run_naming_its_step(
     p = Pipeline(name, tenant="t", latency_target="1s")
     p.source(source, value=Item).map(slow_on_marked, name="slow").sink(out)
     exporter = PrometheusExporter()
-    worker = Worker([p], kafka_settings, group=f"g-{name}", exporter=exporter, stall_threshold=0.2)
+    worker = Worker(
+        [p],
+        kafka_settings,
+        WorkerConfig(group=f"g-{name}", stall_threshold_ms=200.0),
+        parts=WorkerParts(exporter=exporter),
+    )
     # Every stall logged: a hiccup of a loaded machine before the slow record must not use up the
     # once-per-10-s line the slow record's stall is asserted on.
     worker.loop_watch.log_every = 0.0

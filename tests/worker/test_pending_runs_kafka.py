@@ -17,6 +17,7 @@ from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import fetched
 
 pytestmark = pytest.mark.kafka
@@ -37,7 +38,9 @@ def test_the_committable_offset_is_the_first_record_not_run_after_each_quantum(
     name = f"runs-{uuid.uuid4().hex[:6]}"
     pipeline = Pipeline(name, tenant="t", latency_target="1s")
     pipeline.source(source, value=Reading).map(double).sink(out)
-    worker = Worker([pipeline], kafka_settings, group=f"g-{name}", quantum_records=3, policy="fifo")
+    worker = Worker(
+        [pipeline], kafka_settings, WorkerConfig(group=f"g-{name}", quantum_records=3, policy="fifo")
+    )
     worker.start()
     now_ms = int(time.time() * 1000)
     offsets = {0: [0, 2, 3, 7, 8, 9, 15, 16], 1: [4, 5, 6, 10, 11]}  # gaps, as compaction leaves

@@ -26,6 +26,7 @@ from cadenza.scaling.migration import STRATEGIES
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import Reader, produce, reading, running
 from tests.worker.test_plan_ownership_kafka import PARTITIONS, Reading, encoded, feed_during, wait
 
@@ -79,7 +80,7 @@ def pool(
     group = f"g-{uuid.uuid4().hex[:8]}"
     mover = PlanMover(kafka_settings, group, step_timeout=90.0)
     workers = {
-        name: Worker([pipeline], kafka_settings, group=group, ownership="plan", worker_id=name)
+        name: Worker([pipeline], kafka_settings, WorkerConfig(group=group, ownership="plan", worker_id=name))
         for name in WORKERS
     }
     try:

@@ -22,6 +22,7 @@ from cadenza.scaling.ownership import Claim, OwnershipLog
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import Reader, produce, reading, running
 
 pytestmark = pytest.mark.kafka
@@ -98,8 +99,8 @@ def test_partitions_move_warm_one_at_a_time_and_the_results_are_exact(
     group = f"g-{uuid.uuid4().hex[:8]}"
     partitions = [(source, p) for p in range(PARTITIONS)]
     mover = PlanMover(kafka_settings, group, step_timeout=60.0)
-    first = Worker([pipeline], kafka_settings, group=group, ownership="plan", worker_id="w1")
-    second = Worker([pipeline], kafka_settings, group=group, ownership="plan", worker_id="w2")
+    first = Worker([pipeline], kafka_settings, WorkerConfig(group=group, ownership="plan", worker_id="w1"))
+    second = Worker([pipeline], kafka_settings, WorkerConfig(group=group, ownership="plan", worker_id="w2"))
     # Every key stays in the open window [0, 1): each partition holds state when it moves.
     before = [(f"k{i}", (i % 1000) / 1000.0) for i in range(2000)]
     during = [(f"k{i}", 0.5) for i in range(0, 2000, 3)]
@@ -121,7 +122,7 @@ def test_partitions_move_warm_one_at_a_time_and_the_results_are_exact(
             assert second.counters.warm_installs == 2
             assert second.counters.restored_records == 0
             assert second.counters.restored_keys > 0
-            assert not second._restorer.restoring
+            assert not second.membership.restorer.restoring
             produce(kafka_settings, source, encoded([(f"k{p}", FLUSH_TS) for p in range(PARTITIONS)]))
             want = Counter(key for key, _ in [*before, *during])
             with reading(kafka_settings, [sink]) as reader:
@@ -137,7 +138,7 @@ def test_plan_ownership_refuses_joins(kafka_settings: KafkaSettings) -> None:
     right_stream = left.source("r", value=Reading, key=str, timestamp="ts")
     left.source("l", value=Reading, key=str, timestamp="ts").join(right_stream, "1s").sink("out")
     with pytest.raises(ConfigError, match="does not run joins"):
-        Worker([left], kafka_settings, ownership="plan")
+        Worker([left], kafka_settings, WorkerConfig(ownership="plan"))
 
 
 def test_a_move_that_does_not_finish_is_cancelled_back_to_its_old_owner(

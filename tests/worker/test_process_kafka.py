@@ -15,6 +15,7 @@ from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import Record, produce, reading, running
 
 pytestmark = pytest.mark.kafka
@@ -69,7 +70,7 @@ def test_state_survives_a_worker_restart_through_the_changelog_and_timers_fire(
     group = f"g-{suffix}"
 
     with reading(kafka_settings, [out]) as reader:
-        with running(Worker([pipeline], kafka_settings, group=group)):
+        with running(Worker([pipeline], kafka_settings, WorkerConfig(group=group))):
             produce(
                 kafka_settings,
                 source,
@@ -96,7 +97,7 @@ def test_state_survives_a_worker_restart_through_the_changelog_and_timers_fire(
         assert not [v for v in first if "timer" in v]  # the watermark has not reached them yet
 
         # A new worker of the group restores the state and the timers from the changelog.
-        with running(Worker([pipeline], kafka_settings, group=group)):
+        with running(Worker([pipeline], kafka_settings, WorkerConfig(group=group))):
             produce(kafka_settings, source, [_record("a", start + TIMER_AFTER + 5)])
 
             def second_done(records: dict[str, list[Record]]) -> bool:

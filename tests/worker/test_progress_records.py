@@ -24,6 +24,7 @@ from cadenza.settings import KafkaSettings
 from cadenza.state import encode_key
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.engine.wire import PROGRESS_HEADER, unpack_progress
 from tests.worker.kafka_io import Outgoing, Reader, fetched, produce, reading, running
 
@@ -108,7 +109,7 @@ def test_a_partition_without_data_from_an_upstream_partition_closes_windows_thro
     # Partition 0's key: windows [0, 10) and [10, 20); partition 1's: [0, 10) to [20, 30).
     produce(kafka_settings, source, events(keys[0], [1, 2, 3, 12, 15], 0))
     produce(kafka_settings, source, events(keys[1], [4, 14, 26], 1))
-    worker = Worker([p], kafka_settings, group=f"g-{name}", watermark_idle_timeout=None)
+    worker = Worker([p], kafka_settings, WorkerConfig(group=f"g-{name}", watermark_idle_timeout=0))
     with running(worker), reading(kafka_settings, [out]) as reader:
         # Repartition partition 0's watermark: min(15, 26) = 15, closing [0, 10) of keys[0]; partition
         # 1's: min(26, 15) = 15, closing [0, 10) of keys[1]. Without partition 1's progress, partition
@@ -171,7 +172,7 @@ def test_records_a_filter_drops_before_the_key_by_are_progress_all_the_same(
     stream.window(Tumbling(SIZE)).count().sink(out)
     produce(kafka_settings, source, events("user", [1, 2, 3, 12, 15], 0))
     produce(kafka_settings, source, events("dropped", [4, 14, 26], 1))
-    worker = Worker([p], kafka_settings, group=f"g-{name}", watermark_idle_timeout=None)
+    worker = Worker([p], kafka_settings, WorkerConfig(group=f"g-{name}", watermark_idle_timeout=0))
     with running(worker), reading(kafka_settings, [out]) as reader:
         # Watermark min(15, 26) = 15 closes [0, 10) only.
         reader.wait_for(lambda r: len(r[out]) >= 1, 60, "the [0, 10) window")
@@ -192,7 +193,7 @@ def test_an_idle_input_is_counted_and_logged_once(
     source, out = new_topic(partitions=2), new_topic()
     name = f"idle-{uuid.uuid4().hex[:6]}"
     p = pipeline(source, out, name)
-    worker = Worker([p], kafka_settings, group=f"g-{name}", watermark_idle_timeout=1.0)
+    worker = Worker([p], kafka_settings, WorkerConfig(group=f"g-{name}", watermark_idle_timeout=1.0))
     caplog.set_level(logging.WARNING, logger="cadenza.worker")
     with running(worker), reading(kafka_settings, [out]) as reader:
         # Only source partition 1 ever delivers: after the timeout it alone moves the watermark.
@@ -218,7 +219,11 @@ def test_progress_goes_out_after_the_quantum_without_waiting_for_the_loop(
     # records can only come from the after-quantum hook the started worker sets on its executor.
     source, out = new_topic(partitions=2), new_topic()
     name = f"quantum-{uuid.uuid4().hex[:6]}"
-    worker = Worker([pipeline(source, out, name)], kafka_settings, group=f"g-{name}", progress_interval=0.05)
+    worker = Worker(
+        [pipeline(source, out, name)],
+        kafka_settings,
+        WorkerConfig(group=f"g-{name}", progress_interval_ms=50.0),
+    )
     worker.start()
     try:
         now = int(time.time() * 1000)
@@ -267,7 +272,7 @@ def test_a_key_by_after_a_key_by_holds_the_windows_back_for_its_slowest_upstream
     produce(kafka_settings, source, events(a, [1, 2], 0) + events(d, [3], 0))
     produce(kafka_settings, source, events(a, [25], 0) + events(d, [26], 0))
     produce(kafka_settings, source, events(a, [40], 0) + events(d, [41], 0))
-    worker = Worker([p], kafka_settings, group=f"g-{name}", watermark_idle_timeout=None)
+    worker = Worker([p], kafka_settings, WorkerConfig(group=f"g-{name}", watermark_idle_timeout=0))
     with running(worker), reading(kafka_settings, [out, second]) as reader:
         # Partition 0's records have passed both key_bys before partition 1 delivers anything.
         reader.wait_for(

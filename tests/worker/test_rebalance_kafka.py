@@ -16,6 +16,7 @@ from cadenza.pipelines import Pipeline, Tumbling
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import Outgoing, Reader, produce, reading, running
 
 pytestmark = pytest.mark.kafka
@@ -75,8 +76,8 @@ def test_partitions_and_their_window_state_move_between_workers(
     everything = [*rows(0, 1600), *[(f"s{k}", 10_000.0, k % PARTITIONS) for k in range(8)]]
     want = expected(everything)
     group = f"g-{uuid.uuid4().hex[:8]}"
-    first = Worker([pipeline], settings, group=group)
-    second = Worker([pipeline], settings, group=group)
+    first = Worker([pipeline], settings, WorkerConfig(group=group))
+    second = Worker([pipeline], settings, WorkerConfig(group=group))
     produce(settings, source, encode(rows(0, 600)))
     with running(first), reading(settings, [sink]) as reader:
         reader.wait_for(lambda got: len(got[sink]) >= 100, timeout=30, what="results from the first worker")

@@ -23,6 +23,7 @@ from cadenza.scheduling.context import CONTEXT_HEADER, decode_context
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import produce, reading, running
 
 pytestmark = pytest.mark.kafka
@@ -50,7 +51,7 @@ def test_a_flood_of_ten_times_the_buffer_stays_within_the_bound_and_loses_nothin
     pipeline.source(source, value=Item).map(lambda x: x.id).sink(sink)
     records = 2000
     produce(kafka_settings, source, [(None, item(i), None) for i in range(records)])
-    worker = Worker([pipeline], kafka_settings, group=group(), max_buffered=200, batch_size=500)
+    worker = Worker([pipeline], kafka_settings, WorkerConfig(group=group(), max_buffered=200, batch_size=500))
     with reading(kafka_settings, [sink]) as reader, running(worker):
         reader.wait_for(lambda got: len(got[sink]) >= records, timeout=60, what="every output")
         reader.settle(0.5)
@@ -73,7 +74,9 @@ def test_outputs_carry_contexts_and_the_worker_measures_every_run(
     records = 300
     produce(kafka_settings, source, [(None, item(i), None) for i in range(records)])
     worker = Worker(
-        [pipeline], kafka_settings, group=group(), policy="cameo", spans_topic=spans, span_sample_ratio=1.0
+        [pipeline],
+        kafka_settings,
+        WorkerConfig(group=group(), policy="cameo", spans_topic=spans, span_sample_ratio=1.0),
     )
     with reading(kafka_settings, [sink, spans]) as reader:
         with running(worker):
@@ -116,7 +119,7 @@ def test_feedback_published_by_hand_moves_the_workers_cost_estimates(
     name = f"fb-{uuid.uuid4().hex[:6]}"
     pipeline = Pipeline(name, tenant="acme", latency_target="1s")
     pipeline.source(source, value=Item).map(lambda x: x.id).sink(sink)
-    worker = Worker([pipeline], kafka_settings, group=group(), feedback_topic=feedback)
+    worker = Worker([pipeline], kafka_settings, WorkerConfig(group=group(), feedback_topic=feedback))
     with running(worker):
         model = worker.cost_model
         assert model is not None
@@ -185,7 +188,7 @@ def run_two_tenants(
     bulk = Pipeline(f"bulk-{suffix}", tenant="BA", latency_target="60s")
     bulk.source(bulk_in, value=Item).map(burn).sink(bulk_out)
     bulk_records, tight_records = 500, 40  # about 2 s of bulk work, queued before the tight input
-    worker = Worker([tight, bulk], kafka_settings, group=group(), policy=policy)
+    worker = Worker([tight, bulk], kafka_settings, WorkerConfig(group=group(), policy=policy))
     with reading(kafka_settings, [tight_out, bulk_out]) as reader, running(worker):
         produce(kafka_settings, bulk_in, [(None, item(i), None) for i in range(bulk_records)])
         # The burst must be queued before the tight input starts (a fixed sleep was not always

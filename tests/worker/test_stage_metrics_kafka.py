@@ -22,6 +22,8 @@ from cadenza.pipelines import Pipeline, Tumbling
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
+from cadenza.worker.parts import WorkerParts
 from tests.worker.kafka_io import Outgoing, produce, reading, running
 
 pytestmark = pytest.mark.kafka
@@ -56,7 +58,12 @@ def test_each_stage_is_observed_once_per_record_with_a_plausible_duration(
         Tumbling("1s")
     ).count().sink(out)
     exporter = PrometheusExporter()
-    worker = Worker([p], kafka_settings, group=f"g-{name}", exporter=exporter, watermark_idle_timeout=None)
+    worker = Worker(
+        [p],
+        kafka_settings,
+        WorkerConfig(group=f"g-{name}", watermark_idle_timeout=0),
+        parts=WorkerParts(exporter=exporter),
+    )
     started = time.time()
     with running(worker), reading(kafka_settings, [out]) as reader:
         # Six records per source partition inside one window of wall-clock time: their 50 ms must not

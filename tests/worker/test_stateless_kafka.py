@@ -12,6 +12,7 @@ from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import produce, reading, running
 
 pytestmark = pytest.mark.kafka
@@ -58,7 +59,7 @@ def test_parse_filter_map_sink_produces_exactly_the_expected_outputs(
         for i in range(records)
         if i % 25 >= 10
     }
-    worker = Worker([pipeline], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}")
+    worker = Worker([pipeline], kafka_settings, WorkerConfig(group=f"g-{uuid.uuid4().hex[:8]}"))
     with reading(kafka_settings, [sink]) as reader, running(worker):
         # Half the input was there before the worker joined, half arrives while it runs.
         produce(kafka_settings, source, [(keys[i], order(i), None) for i in range(records // 2, records)])
@@ -84,7 +85,7 @@ def test_branch_routes_each_record_to_the_first_matching_branch_and_fan_out_copi
     above.flat_map(lambda o: [o.id, -o.id]).sink(large)
     stream.map(lambda o: o.id).sink(everything)
     produce(kafka_settings, source, [(None, order(i), None) for i in range(100)])
-    worker = Worker([pipeline], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}")
+    worker = Worker([pipeline], kafka_settings, WorkerConfig(group=f"g-{uuid.uuid4().hex[:8]}"))
     want_small = {i for i in range(100) if i % 25 < 5}
     want_large = {s * i for i in range(100) if 5 <= i % 25 < 20 for s in (1, -1)}
     with reading(kafka_settings, [small, large, everything]) as reader, running(worker):

@@ -15,6 +15,7 @@ from cadenza.infra.kafka.topics import TopicSpec, delete_topics, ensure_topics
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from tests.reliability._support import group
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(60)]
@@ -32,7 +33,7 @@ def test_a_changelog_of_another_partition_count_than_its_input_is_refused_before
     assert changelog is not None
     admin = make_admin(kafka_settings)
     ensure_topics(admin, [TopicSpec(changelog, partitions=changelog_partitions)])
-    worker = Worker([pipeline], kafka_settings, group=group())
+    worker = Worker([pipeline], kafka_settings, WorkerConfig(group=group()))
     try:
         with pytest.raises(TopicError) as refused:
             worker.start()

@@ -18,6 +18,8 @@ from cadenza.scaling import TrueRates, parse_true_rates
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.components import CostFeedback
+from cadenza.worker.config import WorkerConfig
 from tests.worker.kafka_io import Record, produce, reading, running
 
 pytestmark = pytest.mark.kafka
@@ -51,7 +53,7 @@ def test_true_and_observed_rates_per_sub_topology(kafka_settings: KafkaSettings,
         source,
         [(None, json.dumps({"id": i, "user": f"u{i % 7}"}).encode(), None) for i in range(records)],
     )
-    worker = Worker([pipeline], kafka_settings, group=f"g-{uuid.uuid4().hex[:8]}")
+    worker = Worker([pipeline], kafka_settings, WorkerConfig(group=f"g-{uuid.uuid4().hex[:8]}"))
     worker.rate_window_s = 0.5
     with reading(kafka_settings, [sink]) as reader, running(worker):
         started = time.monotonic()
@@ -101,9 +103,7 @@ def test_a_worker_publishes_its_true_rates_on_the_feedback_topic(
     worker = Worker(
         [pipeline],
         kafka_settings,
-        group=f"g-{uuid.uuid4().hex[:8]}",
-        feedback_topic=feedback,
-        worker_id=worker_id,
+        WorkerConfig(group=f"g-{uuid.uuid4().hex[:8]}", feedback_topic=feedback, worker_id=worker_id),
     )
     worker.rate_window_s = 0.5
 
@@ -122,8 +122,7 @@ def test_a_worker_publishes_its_true_rates_on_the_feedback_topic(
         reader.wait_for(
             lambda got: round(processed(got)) >= records, timeout=30, what="rates of every record"
         )
-        consumer = worker.feedback
-        assert consumer is not None
+        consumer = next(c.feedback for c in worker._components.components if isinstance(c, CostFeedback))
         deadline = time.monotonic() + 30
         while consumer.other_kinds < 1 and time.monotonic() < deadline:
             time.sleep(0.1)

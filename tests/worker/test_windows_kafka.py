@@ -22,6 +22,7 @@ from cadenza.pipelines import Hopping, Pipeline, Session, Sliding, Tumbling
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.engine.dead_letter import OPERATOR_HEADER, WINDOW_END_HEADER, WINDOW_START_HEADER
 from tests.worker.kafka_io import Record, produce, reading, running
 
@@ -141,7 +142,7 @@ def test_tumbling_and_hopping_counts_match_brute_force_and_late_records_go_to_th
     assert not any(user == FLUSH_USER for user, _, _ in [*want_tumbling, *want_hopping])
     produce(kafka_settings, source, [(None, click(u, ts), 0) for u, ts in events[:200]])
 
-    worker = Worker([tumbling, hopping], kafka_settings, group=f"g-{suffix}")
+    worker = Worker([tumbling, hopping], kafka_settings, WorkerConfig(group=f"g-{suffix}"))
     with running(worker):
         topics = [tumbling_out, hopping_out, f"tumbling-{suffix}.late", f"hopping-{suffix}.late"]
         with reading(kafka_settings, topics) as reader:
@@ -269,7 +270,7 @@ def test_sliding_and_session_windows_match_brute_force_with_out_of_order_and_lat
     want_sliding = {w for w in want_sliding if w[0] != FLUSH_USER}
     want_session = {w for w in want_session if w[0] != FLUSH_USER}
     produce(kafka_settings, source, [(None, click(u, ts), 0) for u, ts in seen])
-    worker = Worker(pipelines, kafka_settings, group=f"g-{suffix}")
+    worker = Worker(pipelines, kafka_settings, WorkerConfig(group=f"g-{suffix}"))
     late_topics = [f"sliding-{suffix}.late", f"session-{suffix}.late"]
     with running(worker), reading(kafka_settings, [sliding_out, session_out, *late_topics]) as reader:
         reader.wait_for(

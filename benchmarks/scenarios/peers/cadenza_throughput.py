@@ -2,47 +2,36 @@
 
 The source is declared without a model (``value=None``), so the worker hands the map the parsed JSON
 dict, as the peers get theirs; the same :func:`peers.workload.transform` runs in every system. The
-scheduling policy is passed to :class:`cadenza.worker.Worker` when it accepts a ``policy`` keyword;
-before it does, the worker runs in arrival order, and the process says so on stderr (the harness
-records it). Runs until SIGTERM or SIGINT.
+worker runs the scheduling policy the harness asked for, and the process says which on stderr (the
+harness records it). Runs until SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import signal
 import sys
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from peers._app_args import parse_app_args
 from peers.workload import transform
-
-
-def worker_policy_supported() -> bool:
-    return "policy" in inspect.signature(Worker).parameters
 
 
 def run_worker(pipeline: Pipeline, args: argparse.Namespace) -> None:
     """Run ``pipeline`` in one worker as the harness asked (shared with ``cadenza_windowed.py``)."""
     settings = KafkaSettings.load(bootstrap_servers=args.bootstrap)
-    extra: dict[str, Any] = {}
-    if worker_policy_supported():
-        extra["policy"] = args.policy
-        print(f"cadenza worker policy={args.policy}", file=sys.stderr, flush=True)
-    else:
-        print(
-            "cadenza worker policy=arrival-order (Worker has no policy keyword)", file=sys.stderr, flush=True
-        )
-    worker = Worker([pipeline], settings, group=args.group, **extra)
+    print(f"cadenza worker policy={args.policy}", file=sys.stderr, flush=True)
+    # No activity trace (a Python worker's default since 2026-12-06): the peers trace nothing either.
+    config = WorkerConfig(group=args.group, policy=args.policy, activities_topic="off")
+    worker = Worker([pipeline], settings, config)
 
     def stop(_signum: int, _frame: FrameType | None) -> None:
         worker.stop()

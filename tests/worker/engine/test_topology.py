@@ -142,7 +142,7 @@ def test_worker_describes_what_it_runs() -> None:
         in text
     )
     assert "dead letters -> windowed.dlq; late records -> windowed.late" in text
-    assert worker.input_topics == ["in", "clicks", "windowed.3-key_by.repartition"]
+    assert worker.layout.input_topics == ["in", "clicks", "windowed.3-key_by.repartition"]
 
 
 def test_duplicate_pipeline_names_are_refused() -> None:

@@ -154,27 +154,6 @@ def test_without_shares_only_the_brake_and_held_topics_pause() -> None:
     assert set(flow.paused) == {("held", 0)}
 
 
-def test_the_worker_pauses_at_shares_only_when_its_topics_have_different_targets() -> None:
-    from pydantic import BaseModel  # noqa: PLC0415
-
-    from cadenza.pipelines import Pipeline  # noqa: PLC0415
-    from cadenza.settings import KafkaSettings  # noqa: PLC0415
-    from cadenza.worker import Worker  # noqa: PLC0415
-
-    class Item(BaseModel):
-        n: int
-
-    def pipeline(name: str, target: str) -> Pipeline:
-        p = Pipeline(name, tenant=name, latency_target=target)
-        p.source(f"{name}-in", value=Item).sink(f"{name}-out")
-        return p
-
-    settings = KafkaSettings.load(bootstrap_servers="localhost:1")  # never reached: nothing started
-    alike = Worker([pipeline("a", "1s"), pipeline("b", "1s")], settings, group="g")
-    mixed = Worker([pipeline("c", "250ms"), pipeline("d", "5s")], settings, group="g")
-    assert (alike._flow.shares, mixed._flow.shares) == (False, True)
-
-
 def count_of(counts: list[int], _topic: str, partition: int) -> int:
     return counts[partition]
 

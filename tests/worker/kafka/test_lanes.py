@@ -127,12 +127,12 @@ def test_the_worker_puts_a_repartition_topic_in_the_lane_of_the_pipeline_reading
     ba = Pipeline("lanes-ba", tenant="BA", latency_target="5s")
     ba.source("jobs").map(lambda v: v).sink("ba-out")
     settings_ = KafkaSettings(bootstrap_servers="127.0.0.1:1")
-    worker = Worker([ls, ba], settings_, config=WorkerConfig(lanes="auto"))
-    assert [set(lane.topics) for lane in worker.lanes] == [
+    worker = Worker([ls, ba], settings_, WorkerConfig(lanes="auto"))
+    assert [set(lane.topics) for lane in worker.layout.lanes] == [
         {"clicks", "lanes-ls.2-key_by.repartition"},
         {"jobs"},
     ]
-    assert len(Worker([ls, ba], settings_, lanes="off").lanes) == 1
+    assert len(Worker([ls, ba], settings_, WorkerConfig(lanes="off")).layout.lanes) == 1
 
 
 def test_the_worker_writes_each_pipelines_topics_through_its_lanes_producer() -> None:
@@ -141,18 +141,18 @@ def test_the_worker_writes_each_pipelines_topics_through_its_lanes_producer() ->
     ba = Pipeline("plane-ba", tenant="BA", latency_target="5s")
     ba.source("jobs").map(lambda v: v).sink("ba-out")
     settings_ = KafkaSettings(bootstrap_servers="127.0.0.1:1", linger_ms=5)
-    worker = Worker([ls, ba], settings_, lanes="auto")
-    assert [(lane.name, lane.linger_ms) for lane in worker.produce_lanes] == [
+    worker = Worker([ls, ba], settings_, WorkerConfig(lanes="auto"))
+    assert [(lane.name, lane.linger_ms) for lane in worker.layout.produce_lanes] == [
         ("producer", 5),
         ("producer-lane1", round(min(PRODUCE_LINGER_CAP, PRODUCE_LINGER_SHARE * 5.0) * 1000)),
     ]
-    urgent, bulk = (set(lane.topics) for lane in worker.produce_lanes)
+    urgent, bulk = (set(lane.topics) for lane in worker.layout.produce_lanes)
     # Everything LS writes (its repartition topic and window changelog too) lingers as briefly as ever.
     assert {"ls-out", "plane-ls.dlq", "plane-ls.late", "plane-ls.2-key_by.repartition"} <= urgent
     assert any("changelog" in topic for topic in urgent)
     assert bulk == {"ba-out", "plane-ba.dlq", "plane-ba.late"}
     # One lane (or lanes off): one producer, the worker's linger, for everything.
-    off = Worker([ls, ba], settings_, lanes="off").produce_lanes
+    off = Worker([ls, ba], settings_, WorkerConfig(lanes="off")).layout.produce_lanes
     assert len(off) == 1 and off[0].linger_ms == 5 and "ba-out" in off[0].topics
 
 
@@ -233,9 +233,9 @@ def test_a_join_keeps_its_inputs_in_one_lane_the_most_urgent_of_theirs() -> None
     left = ba.source("clicks", key=str)
     ba.source("jobs").map(lambda v: v).sink("ba-jobs")
     left.join(ba.source("orders", key=str), within="1s").map(lambda v: v).sink("ba-out")
-    worker = Worker([ls, ba], KafkaSettings(bootstrap_servers="127.0.0.1:1"), lanes="auto")
-    assert [lane.topics for lane in worker.lanes] == [("clicks", "orders"), ("jobs",)]
-    assert worker.lanes[0].target == 0.3
+    worker = Worker([ls, ba], KafkaSettings(bootstrap_servers="127.0.0.1:1"), WorkerConfig(lanes="auto"))
+    assert [lane.topics for lane in worker.layout.lanes] == [("clicks", "orders"), ("jobs",)]
+    assert worker.layout.lanes[0].target == 0.3
 
 
 @settings(max_examples=200, deadline=None)

@@ -12,6 +12,7 @@ from cadenza import Pipeline
 from cadenza.errors import ConfigError
 from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.reliability.hang_watch import HangEvent, HangTracker, running_unit
 
 KEY = ("in", 0)
@@ -61,7 +62,9 @@ def test_the_hang_timeout_must_lie_below_the_poll_interval_which_must_cover_the_
     pipeline = Pipeline("hang-settings", tenant="t", latency_target="1s")
     pipeline.source("in").map(lambda v: v).sink("out")
     settings = KafkaSettings(bootstrap_servers="127.0.0.1:1", session_timeout_ms=6000)
-    assert Worker([pipeline], settings, max_poll_interval=10.0).hang_timeout == 8.0
-    for poll, hang in ((10.0, 10.0), (10.0, 0.0), (5.0, 1.0)):
+    assert Worker([pipeline], settings, WorkerConfig(max_poll_interval=10.0)).config.hang_seconds == 8.0
+    for poll, hang in ((10.0, 10.0), (10.0, 0.0)):
         with pytest.raises(ConfigError, match="hang_timeout"):
-            Worker([pipeline], settings, max_poll_interval=poll, hang_timeout=hang)
+            WorkerConfig.load(max_poll_interval=poll, hang_timeout=hang)
+    with pytest.raises(ConfigError, match="max_poll_interval"):  # below the 6 s session timeout
+        Worker([pipeline], settings, WorkerConfig(max_poll_interval=5.0, hang_timeout=1.0))

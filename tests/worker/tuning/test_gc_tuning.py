@@ -10,9 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from cadenza.errors import ConfigError
-from cadenza.pipelines import Pipeline
-from cadenza.settings import KafkaSettings
-from cadenza.worker import Worker
+from cadenza.worker.config import WorkerConfig
 from cadenza.worker.tuning.gc_tuning import FREEZE_EVERY, GcTuning
 
 
@@ -74,10 +72,8 @@ def test_a_lower_threshold_never_lowers_the_interpreters_and_a_disabled_collecto
 
 
 def test_a_negative_threshold_is_a_config_error() -> None:
-    pipeline = Pipeline("gc-test", tenant="t", latency_target="1s")
-    pipeline.source("gc-test-in").map(lambda value: value).sink("gc-test-out")
     with pytest.raises(ConfigError, match="gc_young_threshold"):
-        Worker([pipeline], KafkaSettings.load(bootstrap_servers="localhost:1"), gc_young_threshold=-1)
+        WorkerConfig.load(gc_young_threshold=-1)
 
 
 def test_settle_freezes_after_a_full_collection_or_a_restore_and_only_then() -> None:
