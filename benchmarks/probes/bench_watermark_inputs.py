@@ -37,7 +37,7 @@ from cadenza.worker.engine.counters import WorkerCounters
 from cadenza.worker.engine.idle_clock import IdleClock
 from cadenza.worker.engine.output import Output
 from cadenza.worker.engine.task import Task
-from cadenza.worker.engine.task_builder import build_tasks
+from cadenza.worker.engine.tasks import build_tasks
 from cadenza.worker.engine.unit import Unit
 
 MODES = ("window", "chain")

@@ -18,7 +18,7 @@ from cadenza.schemas import ERROR_TYPE_HEADER, RegistryAvroCodec, codec_for
 from cadenza.settings import KafkaSettings
 from cadenza.worker.engine.counters import WorkerCounters
 from cadenza.worker.engine.decode import SchemaRegistryUnavailableError, SourceDecoder, make_registry_client
-from cadenza.worker.engine.task_builder import build_tasks
+from cadenza.worker.engine.tasks import build_tasks
 from tests.schemas.fakes import FakeRegistry
 from tests.worker.recording_output import RecordingOutput
 

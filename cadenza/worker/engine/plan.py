@@ -42,7 +42,7 @@ from cadenza.worker.engine.operators.stateful import StatefulStep
 from cadenza.worker.engine.operators.window_step import assigner_of
 from cadenza.worker.engine.output import Output
 from cadenza.worker.engine.task import Task
-from cadenza.worker.engine.task_builder import build_tasks
+from cadenza.worker.engine.tasks import build_tasks
 from cadenza.worker.engine.topology import SubTopology, upstream_source
 from cadenza.worker.engine.unit import Unit
 

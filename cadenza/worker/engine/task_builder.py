@@ -33,7 +33,6 @@ asks the registry once per step.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -44,7 +43,6 @@ from cadenza.pipelines.window_specs import Hopping, Tumbling
 from cadenza.schemas import SchemaRegistryLike
 from cadenza.state import StateStore, StoreFactory
 from cadenza.state import store_factory as make_store_factory
-from cadenza.state.safe_codec import register_function_models, register_model
 from cadenza.worker.engine.counters import WorkerCounters
 from cadenza.worker.engine.dead_letter import DeadLetters
 from cadenza.worker.engine.decode import Decoder, RepartitionDecoder, SourceDecoder
@@ -55,15 +53,14 @@ from cadenza.worker.engine.operators.progress import FrontierTap, ProgressGate, 
 from cadenza.worker.engine.operators.routing import KeyByOp
 from cadenza.worker.engine.operators.stateful import StatefulArgs, StatefulStep
 from cadenza.worker.engine.output import Output
-from cadenza.worker.engine.step_builders import STEP_BUILDERS
 from cadenza.worker.engine.task import Task
-from cadenza.worker.engine.topology import SubTopology, UnsupportedStepError, split, upstream_source
+from cadenza.worker.engine.topology import SubTopology, UnsupportedStepError, upstream_source
 
 if TYPE_CHECKING:
     from cadenza.infra.metrics.prometheus import LatencyHistogram, OperatorMetrics
     from cadenza.worker.engine.operators.routing import KeyByStamp, SinkStamp
 
-__all__ = ["OperatorHooks", "TaskBuilder", "build_tasks"]
+__all__ = ["OperatorHooks", "TaskBuilder", "default_stores"]
 
 
 class OperatorHooks(Protocol):
@@ -116,6 +113,9 @@ class TaskBuilder:
     hooks: OperatorHooks | None
     clock: Callable[[], float]
     wall_clock: Callable[[], float]
+    #: Per step kind, the function that builds its operator (:mod:`.step_builders`, given by
+    #: :func:`cadenza.worker.engine.tasks.build_tasks`, so that this module needs none of them).
+    builders: Mapping[str, Callable[[TaskBuilder, str], Operator]]
     # What the build collects for the task.
     built: dict[str, Operator] = field(init=False, default_factory=dict)
     windows: list[StatefulStep] = field(init=False, default_factory=list)
@@ -233,7 +233,7 @@ class TaskBuilder:
         """Build step ``node_id`` with the builder its kind registered (see
         :func:`~cadenza.worker.engine.step_builders.register_step`)."""
         kind = self.graph.node(node_id).kind
-        build = STEP_BUILDERS.get(kind)
+        build = self.builders.get(kind)
         if build is None:
             raise UnsupportedStepError(
                 f"pipeline {self.graph.name!r}, step {node_id!r}: {kind} is not supported by the worker yet"
@@ -318,72 +318,5 @@ class TaskBuilder:
         return store
 
 
-def build_tasks(
-    graph: PipelineGraph,
-    output: Output,
-    counters: WorkerCounters,
-    subtopologies: list[SubTopology] | None = None,
-    *,
-    idle_timeout: float | None = None,
-    store_factory: StoreFactory | None = None,
-    registry_client: SchemaRegistryLike | None = None,
-    partitions: Mapping[str, int] | None = None,
-    hooks: OperatorHooks | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    wall_clock: Callable[[], float] = time.time,
-) -> list[Task]:
-    """One task per sub-topology of ``graph`` (see :func:`cadenza.worker.engine.topology.split`).
-
-    ``store_factory``: where stateful steps keep state (in memory when not given).
-    ``registry_client``: Avro sources then read the Schema Registry wire format (subject
-    ``<topic>-value``). ``partitions``: topic -> partition count, from which windows and joins know
-    all their watermark inputs up front (without it they learn them from the records). ``hooks``:
-    contexts and metrics for the steps that write (none: they stamp and count nothing). ``clock``:
-    what watermark idle timeouts are measured on (a test driver passes its virtual clock).
-    ``wall_clock``: what process steps' wall-clock timers are measured on (epoch seconds).
-    """
-    subtopologies = split(graph) if subtopologies is None else subtopologies
-    for functions in graph.functions.values():  # the models repartition and changelog bytes may name
-        register_model(functions.value_model)
-        register_model(functions.key_model)
-        for fn in (functions.fn, functions.init, functions.add, functions.merge, functions.result):
-            register_function_models(fn)
-    dead = DeadLetters(
-        graph.dead_letter_topic,
-        graph.late_topic,
-        output,
-        counters,
-        pipeline=graph.name,
-        stop_on_error=graph.on_error == "stop",
-        metrics=None if hooks is None else hooks.dead_letters(graph),
-    )
-    stores = store_factory if store_factory is not None else _default_stores
-    appearances: dict[str, int] = {}
-    for sub in subtopologies:
-        for node_id in sub.nodes:
-            appearances[node_id] = appearances.get(node_id, 0) + 1
-    shared_ids = {node_id for node_id, count in appearances.items() if count > 1}
-    shared: dict[str, Operator] = {}
-    return [
-        TaskBuilder(
-            graph,
-            sub,
-            output=output,
-            counters=counters,
-            dead=dead,
-            idle_timeout=idle_timeout,
-            shared=shared,
-            shared_ids=shared_ids,
-            stores=stores,
-            registry_client=registry_client,
-            subtopologies=subtopologies,
-            partitions=partitions,
-            hooks=hooks,
-            clock=clock,
-            wall_clock=wall_clock,
-        ).task()
-        for sub in subtopologies
-    ]
-
-
-_default_stores = make_store_factory("memory")
+#: Where stateful steps keep state when no store factory is given.
+default_stores = make_store_factory("memory")

@@ -15,7 +15,7 @@ from cadenza.testing import PipelineDriver
 from cadenza.worker.engine.counters import WorkerCounters
 from cadenza.worker.engine.operators.progress import FrontierTap, ProgressGate, ProgressTap
 from cadenza.worker.engine.operators.routing import KeyByOp
-from cadenza.worker.engine.task_builder import build_tasks
+from cadenza.worker.engine.tasks import build_tasks
 from tests.worker.recording_output import RecordingOutput
 
 
