@@ -1,11 +1,11 @@
 """The worker's side features, each behind one small contract instead of woven through its loop.
 
 A :class:`Component` hears of the worker's life in a handful of moments: partitions assigned,
-released or lost, the end of each round of the loop, and the close. The worker lists its components
-once, when it starts (:meth:`cadenza.worker.runtime.Worker.start`), and calls each at those moments;
-a feature that is off is simply not listed. The engine runs records and the Kafka membership owns
-partitions (:mod:`cadenza.worker.engine`, :mod:`cadenza.worker.kafka`); everything else a worker
-does is here.
+released or lost, the start of each round's fetch, the end of each round, and the close. The
+worker lists its components once, when it starts (:meth:`cadenza.worker.runtime.Worker.start`),
+and calls each at those moments; a feature that is off is simply not listed. The engine runs
+records and the Kafka membership owns partitions (:mod:`cadenza.worker.engine`,
+:mod:`cadenza.worker.kafka`); everything else a worker does is here.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import TopicPartition
 
@@ -22,16 +23,20 @@ from cadenza.feedback.consumer import FeedbackConsumer
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.emitter import SpanEmitter
 from cadenza.infra.metrics.prometheus import PrometheusExporter
+from cadenza.scaling.ownership import OwnershipLog
 from cadenza.scaling.rates import TrueRateMeter
 from cadenza.scheduling.costs import CostModel
+from cadenza.scheduling.scheduler import Scheduler
 from cadenza.settings import KafkaSettings
 from cadenza.worker.config import WorkerConfig
 from cadenza.worker.engine.engine import RunHooks
 from cadenza.worker.engine.output import Output
 from cadenza.worker.engine.plan import WorkerPlan
+from cadenza.worker.kafka.membership import KafkaMembership
+from cadenza.worker.kafka.ownership import PlanFollower, warm_read_budget
 from cadenza.worker.reliability.crash_slot import CrashSlot, default_crash_dir
+from cadenza.worker.reliability.loop_watch import LoopWatch
 from cadenza.worker.reliability.quarantine import QuarantineGuard
-from cadenza.worker.tuning.gc_tuning import GcTuning
 from cadenza.worker.tuning.hop_estimates import HopEstimates
 from cadenza.worker.tuning.rates import RatesPublisher, SubTopologyKey
 
@@ -40,12 +45,14 @@ __all__ = [
     "Component",
     "Components",
     "CostFeedback",
-    "GcComponent",
     "HopRefresh",
+    "LoopWatching",
+    "PlanFollowing",
     "QuarantineComponent",
     "RatesComponent",
     "SideFeatures",
     "SpansComponent",
+    "plan_following",
     "side_features",
     "tuning_features",
 ]
@@ -66,6 +73,11 @@ class Component:
 
     def lost(self, partitions: list[TopicPartition]) -> None:
         """Partitions were lost (another worker may already run them)."""
+
+    def before_fetch(self) -> bool:
+        """The round is about to fetch; returns whether the fetch may wait for records (a component
+        with work of its own between rounds says no)."""
+        return True
 
     def after_round(self) -> None:
         """One round of the loop ended (fetch, run, commit)."""
@@ -91,6 +103,12 @@ class Components(Component):
     def lost(self, partitions: list[TopicPartition]) -> None:
         for component in self.components:
             component.lost(partitions)
+
+    def before_fetch(self) -> bool:
+        wait = True
+        for component in self.components:
+            wait = component.before_fetch() and wait
+        return wait
 
     def after_round(self) -> None:
         for component in self.components:
@@ -197,15 +215,62 @@ class ActivityTraceComponent(Component):
         self.trace.close(None if clean else FAILED_FLUSH_S)
 
 
-class GcComponent(Component):
-    """The collector's settings while the worker runs (:mod:`.tuning.gc_tuning`)."""
+class PlanFollowing(Component):
+    """Plan ownership (:mod:`.kafka.ownership`): partitions taken and released as the pool
+    controller's plan says, their state copied warm in the slack of the queued records."""
 
-    def __init__(self, gc: GcTuning) -> None:
-        self.gc = gc
-        gc.acquire()
+    def __init__(self, follower: PlanFollower, scheduler: Scheduler[Any, Any]) -> None:
+        self.follower = follower
+        self.scheduler = scheduler
+        follower.start()
+
+    def before_fetch(self) -> bool:
+        follower = self.follower
+        budget = 0.0
+        if follower.warming:  # the copies wait for the queued records' slack (warm_read_budget)
+            scheduler = self.scheduler
+            budget = warm_read_budget(
+                scheduler.earliest_start_deadline(), scheduler.clock.now(), follower.read_slice
+            )
+        follower.step(budget=budget)
+        return not follower.warming
 
     def close(self, clean: bool) -> None:
-        self.gc.release()
+        self.follower.close()
+
+
+def plan_following(
+    settings: KafkaSettings, config: WorkerConfig, group: str, worker_id: str, membership: KafkaMembership
+) -> PlanFollowing | None:
+    """The plan's follower under ``ownership = plan``; ``None`` under the group's rebalances."""
+    if config.ownership != "plan":
+        return None
+    follower = PlanFollower(
+        OwnershipLog(settings, group, timeout=settings.request_timeout_ms / 1000.0),
+        worker_id,
+        membership.hands(),
+        settings,
+        read_slice=config.restore_slice or 0.01,
+    )
+    return PlanFollowing(follower, membership.engine.scheduler)
+
+
+class LoopWatching(Component):
+    """The loop watch (:mod:`.reliability.loop_watch`): the round's phases are marked as it runs;
+    at its end the round is judged, last of the components, so their turn counts in the round."""
+
+    def __init__(
+        self, watch: LoopWatch, round_: Callable[[], tuple[bool, int, Callable[[], str | None]]]
+    ) -> None:
+        self.watch = watch
+        #: What the round was: whether its fetch waited, records queued, its slowest quantum's text.
+        self.round = round_
+
+    def after_round(self) -> None:
+        watch = self.watch
+        watch.marks[10] = watch.clock()
+        waited, queued, detail = self.round()
+        watch.end(waited=waited, queued=queued, run_detail=detail)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,14 @@ from cadenza.scheduling.scheduler import Scheduler
 from cadenza.settings import KafkaSettings
 from cadenza.state.factory import store_factory
 from cadenza.worker.cluster import prepare_cluster
-from cadenza.worker.components import Components, side_features, tuning_features
+from cadenza.worker.components import (
+    Components,
+    LoopWatching,
+    PlanFollowing,
+    plan_following,
+    side_features,
+    tuning_features,
+)
 from cadenza.worker.config import ProcessConfig, WorkerConfig, settings_in_effect
 from cadenza.worker.engine.context_stamps import TaskSchedule
 from cadenza.worker.engine.counters import WorkerCounters
@@ -116,6 +123,8 @@ class Worker:
         self._components = Components(())
         self._trace: KafkaActivityTrace | None = None
         self._guard: QuarantineGuard | None = None
+        self._following: PlanFollowing | None = None
+        self._queued = 0  # records queued in the round (for the loop watch)
         #: Whether this worker joined its group once (a later failure is then restartable).
         self._joined_once = False
         #: What the started worker runs (:mod:`.engine.plan`); ``None`` until :meth:`start`.
@@ -238,7 +247,7 @@ class Worker:
         tuning = tuning_features(
             config, plan, self.cost_model, self.exporter, self.rates, self._wall_clock, self.worker_id, output
         )
-        self._components = listener = Components([*features.components, *tuning])
+        listener = Components([*features.components, *tuning])  # what hears of ownership changes
         self._membership = membership = KafkaMembership(
             settings,
             config,
@@ -262,6 +271,14 @@ class Worker:
             loop_watch=self.loop_watch,
             guard=features.guard,
         )
+        self._following = plan_following(settings, config, self.group, self.worker_id, membership)
+        following = [self._following] if self._following is not None else []
+        executor = engine.executor
+        watching = LoopWatching(
+            self.loop_watch, lambda: (membership.fetcher.waited, self._queued, executor.slowest_quantum)
+        )
+        # The loop watch last: the others' turn counts in the round it judges.
+        self._components = Components([*listener.components, *following, watching])
         membership.join()
         self._started.set()
         self._gc.acquire()  # the plan and clients are built: they leave the collector's walks
@@ -377,9 +394,9 @@ class Worker:
     def _settle_gc(self) -> None:
         """Long-lived state (restored, installed or being copied) out of the collector's walks; between
         fetch rounds, and between the slices of a restore inside the assignment callback."""
-        membership = self._membership
-        follower = membership.follower if membership is not None else None
-        self._gc.settle(self.counters.restored_keys + (follower.copied if follower is not None else 0))
+        following = self._following
+        copied = following.follower.copied if following is not None else 0
+        self._gc.settle(self.counters.restored_keys + copied)
 
     def step(self) -> int:
         """Fetch what fits, run queued records for up to ``run_slice``, commit when due.
@@ -401,7 +418,7 @@ class Worker:
             output.serve()  # failed deliveries are reported (and then raised) only when served
         trace = self._trace
         fetch_start = time.time() if trace is not None else 0.0
-        block = membership.follow_plan()
+        block = self._components.before_fetch() and not membership.restoring
         marks[2] = clock()
         messages = membership.fetch(buffered, pressure, block=block)
         marks[3] = clock()
@@ -431,15 +448,10 @@ class Worker:
             progress.send(now)
         marks[8] = clock()
         membership.checkpoint_step(now, worked=bool(ran or messages))
-        marks[9] = clock()
-        self._components.after_round()
         self.counters.batches += 1
-        marks[10] = clock()
-        watch.end(
-            waited=membership.fetcher.waited,
-            queued=buffered + len(messages),
-            run_detail=engine.executor.slowest_quantum,
-        )
+        marks[9] = clock()
+        self._queued = buffered + len(messages)
+        self._components.after_round()  # the loop watch last: it ends the round
         return len(messages)
 
     def _admit(self, engine: Engine, membership: KafkaMembership, messages: list[Message]) -> None:
@@ -480,20 +492,5 @@ class Worker:
     def _pipeline_stopped(
         self, stopped: PipelineStoppedError, schedules: Sequence[TaskSchedule], dropped: int
     ) -> None:
-        """A pipeline stopped (:meth:`.engine.engine.Engine.stop_pipeline`): its input stays
-        uncommitted from the failed record on and paused, and its state leaves the changelog, so that a
-        restart resumes at that record on state the replay builds on."""
-        if self._membership is not None:
-            windows = [window for schedule in schedules for window in schedule.task.windows]
-            self._membership.checkpoint.stop_changelogging(windows)
-        _log.error(
-            "%s; its input from %s[%d] at offset %d on stays uncommitted (%d queued record(s) held) "
-            "and its partitions are paused; the worker runs its other pipelines. Fix the step (or "
-            "the data) and restart the worker to resume from that record.",
-            stopped,
-            stopped.topic,
-            stopped.partition,
-            stopped.offset,
-            dropped,
-            exc_info=stopped.cause,
-        )
+        if self._membership is not None:  # it holds the pipeline's input (and says so)
+            self._membership.pipeline_stopped(stopped, schedules, dropped)

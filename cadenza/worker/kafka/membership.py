@@ -34,17 +34,18 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from cadenza.errors import CadenzaError
 from cadenza.infra.kafka.clients import DEFAULT_ASSIGNOR, ClientErrors, make_consumer
-from cadenza.scaling.ownership import OwnershipLog
 from cadenza.settings import KafkaSettings
 from cadenza.state import ChangelogReplay
 from cadenza.worker.config import WorkerConfig
+from cadenza.worker.engine.context_stamps import TaskSchedule
+from cadenza.worker.engine.dead_letter import PipelineStoppedError
 from cadenza.worker.engine.engine import Engine
 from cadenza.worker.engine.idle_clock import IdleClock
 from cadenza.worker.engine.output import Output
 from cadenza.worker.kafka.checkpoint import Checkpoint, Record
 from cadenza.worker.kafka.fetcher import Fetcher, FlowControl
 from cadenza.worker.kafka.lanes import Lane
-from cadenza.worker.kafka.ownership import PlanFollower, warm_read_budget
+from cadenza.worker.kafka.ownership import Hands
 from cadenza.worker.kafka.rebalance import Rebalance
 from cadenza.worker.kafka.restoring import StateRestorer
 
@@ -154,12 +155,12 @@ class KafkaMembership:
             poll_timeout=config.poll_timeout,
             assignment_changes=lambda: self.rebalance.changes,
         )
-        self.follower: PlanFollower | None = None
 
     # -- joining ------------------------------------------------------------------------------------
 
     def join(self) -> None:
-        """Subscribe every lane to its topics (group ownership) or follow the plan (plan ownership)."""
+        """Subscribe every lane to its topics; under plan ownership none joins the group (the plan's
+        follower, :func:`plan_follower`, takes and releases partitions through :meth:`hands`)."""
         rebalance = self.rebalance
         routes = self.engine.plan.routes
         by_group = self.config.ownership == "group"
@@ -175,16 +176,6 @@ class KafkaMembership:
                 )
             else:  # a lane of a stopped layout, or plan ownership: it never joins the group, so it must
                 rebalance.on_assign(consumer, [])  # not hold /readyz back
-        if not by_group:
-            timeout = self.settings.request_timeout_ms / 1000.0
-            self.follower = PlanFollower(
-                OwnershipLog(self.settings, self.group, timeout=timeout),
-                self.config.worker_id or "",
-                _PlanHands(self),
-                self.settings,
-                read_slice=self.config.restore_slice or 0.01,
-            )
-            self.follower.start()
         self.checkpoint.last = time.monotonic()
 
     @property
@@ -206,18 +197,13 @@ class KafkaMembership:
         for _, errors in self.consumers:
             errors.raise_fatal()
 
-    def follow_plan(self) -> bool:
-        """Take a step of plan ownership, if any; returns whether a fetch may wait for records."""
-        follower = self.follower
-        if follower is not None:
-            budget = 0.0
-            if follower.warming:  # the copies wait for the queued records' slack (warm_read_budget)
-                scheduler = self.engine.scheduler
-                budget = warm_read_budget(
-                    scheduler.earliest_start_deadline(), scheduler.clock.now(), follower.read_slice
-                )
-            follower.step(budget=budget)
-        return not self.restorer.restoring and (follower is None or not follower.warming)
+    @property
+    def restoring(self) -> bool:
+        return self.restorer.restoring
+
+    def hands(self) -> Hands:
+        """What a plan follower takes and releases partitions through (plan ownership)."""
+        return _PlanHands(self)
 
     def fetch(self, buffered: int, pressure: bool, *, block: bool) -> list[Message]:
         idle_clock = self.idle_clock
@@ -283,6 +269,26 @@ class KafkaMembership:
             if assigned == topic
             and ((topic, partition) in paused or (topic, partition) in holding or queued(topic, partition))
         ]
+
+    def pipeline_stopped(
+        self, stopped: PipelineStoppedError, schedules: Sequence[TaskSchedule], dropped: int
+    ) -> None:
+        """A pipeline stopped (:meth:`cadenza.worker.engine.engine.Engine.stop_pipeline`): its input stays
+        uncommitted from the failed record on and paused, and its state leaves the changelog, so that a
+        restart resumes at that record on state the replay builds on."""
+        windows = [window for schedule in schedules for window in schedule.task.windows]
+        self.checkpoint.stop_changelogging(windows)
+        _log.error(
+            "%s; its input from %s[%d] at offset %d on stays uncommitted (%d queued record(s) held) "
+            "and its partitions are paused; the worker runs its other pipelines. Fix the step (or "
+            "the data) and restart the worker to resume from that record.",
+            stopped,
+            stopped.topic,
+            stopped.partition,
+            stopped.offset,
+            dropped,
+            exc_info=stopped.cause,
+        )
 
     # -- commits ------------------------------------------------------------------------------------
 
@@ -355,9 +361,6 @@ class KafkaMembership:
 
     def close(self) -> None:
         self.restorer.close()
-        if self.follower is not None:
-            self.follower.close()
-            self.follower = None
 
 
 class _PlanHands:
