@@ -53,14 +53,11 @@ from pathlib import Path
 from cadenza.worker.engine.running import IDLE, UNKNOWN, WORDS, idle_words
 
 __all__ = [
-    "IDLE",
     "SLOTS_PER_GROUP",
-    "UNKNOWN",
     "CrashSlot",
     "SlotError",
     "SlotState",
     "default_crash_dir",
-    "idle_words",
     "parse_slot",
 ]
 

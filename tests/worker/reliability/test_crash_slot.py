@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from cadenza.worker.engine.running import IDLE, UNKNOWN
 from cadenza.worker.reliability.crash_slot import (
     HEADER,
-    IDLE,
     MAGIC,
     PAGE,
-    UNKNOWN,
     CrashSlot,
     SlotState,
     default_crash_dir,
@@ -30,7 +29,8 @@ GROUP = "cadenza-orders/2"  # a name that is not a valid file name as it is
 DIE_WHILE_RUNNING = """
 import os, sys
 from pathlib import Path
-from cadenza.worker.reliability.crash_slot import IDLE, CrashSlot
+from cadenza.worker.engine.running import IDLE
+from cadenza.worker.reliability.crash_slot import CrashSlot
 
 slot = CrashSlot.take(Path(sys.argv[1]), sys.argv[2], "dead-owner")
 slot.settle()
