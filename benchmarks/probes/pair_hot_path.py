@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 # The scenarios' modules (``_common``, ``bench_hot_path``, ...) are in ../scenarios.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scenarios"))
 
 from _common import environment, write_result
-from bench_hot_path import messages, run_batch, started_worker
+from bench_hot_path import messages, paired_times, run_batch, started_worker
 
 from cadenza.infra.broker.embedded import EmbeddedBroker
 from cadenza.settings import KafkaSettings
@@ -38,23 +37,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     step = args.chunk or args.records
-    unscheduled_us: list[float] = []
-    scheduled_us: list[float] = []
     with EmbeddedBroker() as broker:
         settings = KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers)
         plain, plain_topic = started_worker(settings, "fifo", args.records, prefix="pair")
         scheduled, scheduled_topic = started_worker(settings, args.policy, args.records, prefix="pair")
         try:
-            for round_ in range(args.rounds + 1):
-                first, second = messages(plain_topic, args.records), messages(scheduled_topic, args.records)
-                started = time.thread_time()
-                run_batch(plain, False, first)
-                middle = time.thread_time()
-                run_batch(scheduled, True, second, step)
-                ended = time.thread_time()
-                if round_:  # the first pair warms up
-                    unscheduled_us.append((middle - started) / args.records * 1e6)
-                    scheduled_us.append((ended - middle) / args.records * 1e6)
+            unscheduled_us, scheduled_us = paired_times(
+                (lambda: messages(plain_topic, args.records), lambda batch: run_batch(plain, False, batch)),
+                (
+                    lambda: messages(scheduled_topic, args.records),
+                    lambda batch: run_batch(scheduled, True, batch, step),
+                ),
+                args.rounds,
+                args.records,
+            )
         finally:
             plain.close()
             scheduled.close()

@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 # The scenarios' modules (``_common``, ``bench_hot_path``, ...) are in ../scenarios.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scenarios"))
 
 from _common import environment, write_result
-from bench_hot_path import messages, run_batch, started_worker
+from bench_hot_path import messages, paired_times, run_batch, started_worker
 
 from cadenza.analysis.kafka_trace import ACTIVITIES_TOPIC
 from cadenza.infra.broker.embedded import EmbeddedBroker
@@ -36,8 +35,6 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8, help="pairs measured (one more warms up)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    plain_us: list[float] = []
-    traced_us: list[float] = []
     with EmbeddedBroker() as broker:
         settings = KafkaSettings.load(bootstrap_servers=broker.bootstrap_servers)
         plain, plain_topic = started_worker(settings, args.policy, args.records, prefix="untraced")
@@ -45,16 +42,12 @@ def main() -> None:
             settings, args.policy, args.records, prefix="traced", activities_topic=ACTIVITIES_TOPIC
         )
         try:
-            for round_ in range(args.rounds + 1):
-                first, second = messages(plain_topic, args.records), messages(traced_topic, args.records)
-                started = time.thread_time()
-                run_batch(plain, True, first)
-                middle = time.thread_time()
-                run_batch(traced, True, second)
-                ended = time.thread_time()
-                if round_:  # the first pair warms up
-                    plain_us.append((middle - started) / args.records * 1e6)
-                    traced_us.append((ended - middle) / args.records * 1e6)
+            plain_us, traced_us = paired_times(
+                (lambda: messages(plain_topic, args.records), lambda batch: run_batch(plain, True, batch)),
+                (lambda: messages(traced_topic, args.records), lambda batch: run_batch(traced, True, batch)),
+                args.rounds,
+                args.records,
+            )
         finally:
             plain.close()
             traced.close()

@@ -19,6 +19,7 @@ import argparse
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,28 @@ def run_batch(worker: Worker, scheduled: bool, batch: list[Message], chunk: int 
             worker.admit(batch[first : first + step])
             worker.run_for(3600.0)
     output.flush()
+
+
+#: One side of a pair: what makes its batch (not timed), and what runs it (timed).
+Side = tuple[Callable[[], list[Message]], Callable[[list[Message]], None]]
+
+
+def paired_times(first: Side, second: Side, rounds: int, records: int) -> tuple[list[float], list[float]]:
+    """Each side's thread CPU time per record (us) over ``rounds`` pairs of batches run back to back,
+    after one pair that warms up: each pair shares the host's speed of the moment."""
+    first_us: list[float] = []
+    second_us: list[float] = []
+    for round_ in range(rounds + 1):
+        batch_a, batch_b = first[0](), second[0]()
+        started = time.thread_time()
+        first[1](batch_a)
+        middle = time.thread_time()
+        second[1](batch_b)
+        ended = time.thread_time()
+        if round_:
+            first_us.append((middle - started) / records * 1e6)
+            second_us.append((ended - middle) / records * 1e6)
+    return first_us, second_us
 
 
 def measure(
