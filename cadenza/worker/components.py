@@ -58,7 +58,9 @@ __all__ = [
 ]
 
 
-#: How long a closing side feature waits for its own records after the worker failed.
+#: How long a closing side feature waits for its own records (spans, the activity trace) after the
+#: worker failed: a broker that lost their topic would hold the flush for its whole timeout, and the
+#: restart (or the process's exit) waits behind it. The quarantine's marks are not such records.
 FAILED_FLUSH_S = 1.0
 
 
@@ -161,7 +163,10 @@ class SpansComponent(Component):
         self.emitter = emitter
 
     def close(self, clean: bool) -> None:
-        self.emitter.close()
+        if clean:
+            self.emitter.close()
+        else:
+            self.emitter.close(FAILED_FLUSH_S)
 
 
 class CostFeedback(Component):
@@ -210,8 +215,6 @@ class ActivityTraceComponent(Component):
         self.trace.recorder.poll(time.time())
 
     def close(self, clean: bool) -> None:
-        # After a failure the worker restarts (or the process ends): a broker that lost the topic
-        # would hold the flush for the whole request timeout, for a trace of the failed run.
         self.trace.close(None if clean else FAILED_FLUSH_S)
 
 
