@@ -478,6 +478,10 @@ class Pipeline:
     def _error(self, problem: str, step: str | None = None) -> PipelineDefinitionError:
         return PipelineDefinitionError(problem, pipeline=self._name, step=step)
 
+    def _next_step_id(self, label: str) -> str:
+        """The id the next step added with ``label`` gets (to name it in an error raised before it is)."""
+        return f"{len(self._nodes) + 1}-{label}"
+
     def _add(
         self,
         kind: NodeKind,
@@ -496,7 +500,7 @@ class Pipeline:
         Refuses, naming the new step, a step no worker could run where it is (a key_by after a join...,
         see :func:`~cadenza.pipelines.graph.unsupported_by_worker`).
         """
-        node_id = f"{len(self._nodes) + 1}-{label}"
+        node_id = self._next_step_id(label)
         problem = self._unsupported(kind, parameters, [upstream for upstream, _ in inputs])
         if problem is not None:
             raise self._error(problem, node_id)

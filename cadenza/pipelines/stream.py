@@ -23,6 +23,7 @@ from cadenza.pipelines.graph import (
     SparkStageSpec,
     TopicFormat,
 )
+from cadenza.pipelines.parallel import ExecutorKind, Parallel, parallel_spec
 from cadenza.pipelines.window_specs import WINDOW_SPEC_TYPES, Hopping, Session, Sliding, Tumbling
 
 if TYPE_CHECKING:
@@ -80,17 +81,46 @@ class Stream(Generic[T]):
 
     # --- stateless steps ----------------------------------------------------------------------
 
-    def map(self, fn: Callable[[T], U], *, name: str | None = None) -> Stream[U]:
-        """Replace each value by ``fn(value)``; the key, if any, is kept."""
-        return self._simple("map", fn, name)
+    def map(
+        self,
+        fn: Callable[[T], U],
+        *,
+        name: str | None = None,
+        parallel: Parallel = 1,
+        executor: ExecutorKind = "process",
+        timeout: DurationLike | None = None,
+    ) -> Stream[U]:
+        """Replace each value by ``fn(value)``; the key, if any, is kept.
 
-    def filter(self, fn: Callable[[T], bool], *, name: str | None = None) -> Stream[T]:
-        """Keep the records for which ``fn(value)`` is true."""
-        return self._simple("filter", fn, name)
+        ``parallel``, ``executor`` and ``timeout`` let a heavy or blocking ``fn`` run beside the
+        worker's loop, on lessees (see ``docs/parallel.md``): results come out in offset order per
+        partition either way."""
+        return self._simple("map", fn, name, parallel=(parallel, executor, timeout))
 
-    def flat_map(self, fn: Callable[[T], Iterable[U]], *, name: str | None = None) -> Stream[U]:
-        """Replace each value by the values ``fn(value)`` yields (none, one or many); keys are kept."""
-        return self._simple("flat_map", fn, name)
+    def filter(
+        self,
+        fn: Callable[[T], bool],
+        *,
+        name: str | None = None,
+        parallel: Parallel = 1,
+        executor: ExecutorKind = "process",
+        timeout: DurationLike | None = None,
+    ) -> Stream[T]:
+        """Keep the records for which ``fn(value)`` is true (``parallel`` and the rest: as :meth:`map`)."""
+        return self._simple("filter", fn, name, parallel=(parallel, executor, timeout))
+
+    def flat_map(
+        self,
+        fn: Callable[[T], Iterable[U]],
+        *,
+        name: str | None = None,
+        parallel: Parallel = 1,
+        executor: ExecutorKind = "process",
+        timeout: DurationLike | None = None,
+    ) -> Stream[U]:
+        """Replace each value by the values ``fn(value)`` yields (none, one or many); keys are kept
+        (``parallel`` and the rest: as :meth:`map`)."""
+        return self._simple("flat_map", fn, name, parallel=(parallel, executor, timeout))
 
     def key_by(self, fn: Callable[[T], Any], *, name: str | None = None) -> Stream[T]:
         """Key records by ``fn(value)``.
@@ -109,14 +139,19 @@ class Stream(Generic[T]):
         *,
         keyed: bool | None = None,
         repartition: bool = False,
+        parallel: tuple[object, object, DurationLike | None] = (1, "process", None),
     ) -> Stream[Any]:
         self._require_callable(fn, f"{kind}()")
+        try:
+            spec = parallel_spec(kind, fn, *parallel)
+        except ValueError as exc:
+            raise self._pipeline._error(str(exc), self._pipeline._next_step_id(kind)) from None
         step = self._pipeline._add(
             kind,
             kind,
             name or _function_name(fn),
             ((self._step, self._port),),
-            parameters={"function": _function_name(fn)},
+            parameters={"function": _function_name(fn), **spec.parameters()},
             functions=NodeFunctions(fn=fn),
             keyed=self.keyed if keyed is None else keyed,
             repartition=repartition,
