@@ -12,7 +12,6 @@ from cadenza.pipelines import PipelineDefinitionError
 from cadenza.pipelines.parallel import ParallelSpec
 
 
-
 @pytest.mark.parametrize("kind", ["map", "filter", "flat_map"])
 def test_the_spec_round_trips_through_the_compiled_graph(kind: str) -> None:
     pipeline = Pipeline("p", tenant="t", latency_target="1s")
