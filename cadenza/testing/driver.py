@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
@@ -55,6 +56,7 @@ from cadenza.worker.engine.decode import SourceDecoder, value_codec
 from cadenza.worker.engine.engine import Engine, EngineTransport
 from cadenza.worker.engine.executor import SchedKey
 from cadenza.worker.engine.idle_clock import IdleClock
+from cadenza.worker.engine.lessees.hub import LesseeHub
 from cadenza.worker.engine.memory import MemoryProducer, MemoryTopics, StoredRecord
 from cadenza.worker.engine.operators.join_step import JoinInput
 from cadenza.worker.engine.operators.process_step import ProcessOp
@@ -103,6 +105,10 @@ def _decode_json(raw: bytes | None, *, text: bool = False) -> Any:
         return raw.decode("utf-8", "replace") if text else raw
 
 
+#: Longest the driver waits for a lessee's answer before it looks again (it ends early on one).
+LESSEE_WAIT = 0.05
+
+
 class PipelineDriver:
     """Runs ``pipelines`` in this process with no broker (see the module docstring).
 
@@ -110,7 +116,9 @@ class PipelineDriver:
     the scheduler read it); ``VirtualClock(0.0)`` when not given. ``policy``: as for the worker.
     ``partitions``: how many partitions topics have, unless ``topic_partitions`` names a count (the
     worker's rule applies: a repartition topic and a changelog have as many as the topic read before
-    them). ``idle_timeout``: the worker's ``watermark_idle_timeout``.
+    them). ``idle_timeout``: the worker's ``watermark_idle_timeout``. ``lessees``: steps declared with
+    ``parallel=`` run on lessees as in a worker (``False``: on the calling thread, as with
+    ``parallel=1``, which is how a test compares the two); ``cores``: the worker's ``cores``.
 
     Use it as a context manager (or call :meth:`close`) so state stores are released.
     """
@@ -125,6 +133,8 @@ class PipelineDriver:
         topic_partitions: Mapping[str, int] | None = None,
         idle_timeout: float | None = 30.0,
         quantum_records: int = 16,
+        lessees: bool = True,
+        cores: int | None = None,
     ) -> None:
         if not pipelines:
             raise CadenzaError("the driver has no pipeline to run")
@@ -165,6 +175,8 @@ class PipelineDriver:
             registry_client=None,
             clock=idle_clock.now,
             wall_clock=self.clock.now,
+            lessees=(LesseeHub(cores=cores or os.cpu_count() or 1, wall=self.clock.now) if lessees else None),
+            read_clock=idle_clock,
         )
         self._engine = Engine(
             self.plan,
@@ -307,6 +319,9 @@ class PipelineDriver:
         while records:
             engine.admit([record.message() for record in records])
             engine.run_for(math.inf)
+            while engine.lessee_held:  # the parallel steps' calls, released as they come back
+                engine.wait_for_lessees(LESSEE_WAIT)
+                engine.run_for(math.inf)
             engine.progress.send(self.clock.now(), everything=True)
             engine.inflight.advanced()  # nothing is committed here: only keep the bookkeeping short
             records = [record for record in self._producer.take() if record.topic in engine.stages]

@@ -94,6 +94,19 @@ class WorkerConfig(BaseSettings):
         0.01, "Longest the scheduler runs records before it polls Kafka again.", "s", gt=0.0, lt=60.0
     )
     poll_timeout: float = _field(0.1, "Longest a poll waits for records when nothing is queued.", "s", gt=0.0)
+    cores: int | None = _field(
+        None,
+        "Cores the worker may use: process lessees of parallel steps are at most cores - 1 "
+        "(default: the machine's cores).",
+        ge=1,
+    )
+    max_thread_lessees: int = _field(16, "Most thread lessees leased at once (blocking I/O steps).", ge=1)
+    warm_lessees: int = _field(
+        1, "Process lessees started ahead, so a lease never waits for an interpreter to start.", ge=0
+    )
+    lessee_idle_release: float = _field(
+        2.0, "Time a lessee of a parallel='auto' step idles before it is released.", "s", gt=0.0
+    )
     commit_interval: float = _field(
         0.2, "Time between offset commits of finished records.", "s", gt=0.0, lt=3600.0
     )

@@ -55,6 +55,7 @@ from cadenza.worker.engine.dead_letter import PipelineStoppedError
 from cadenza.worker.engine.decode import make_registry_client
 from cadenza.worker.engine.engine import Engine, EngineTransport
 from cadenza.worker.engine.idle_clock import READ_GAP, IdleClock
+from cadenza.worker.engine.lessees.hub import LesseeHub
 from cadenza.worker.engine.output import Output
 from cadenza.worker.engine.plan import WorkerPlan, assemble
 from cadenza.worker.gauges import track_worker
@@ -71,6 +72,9 @@ from cadenza.worker.tuning.rates import track_true_rates
 __all__ = ["Worker"]
 
 _log = logging.getLogger("cadenza.worker")
+#: Longest a round with nothing fetched and nothing run waits for a lessee's answer (records that
+#: arrive meanwhile wait at most this long).
+LESSEE_WAIT = 0.005
 
 
 class Worker:
@@ -226,6 +230,14 @@ class Worker:
             registry_client=make_registry_client(settings),
             clock=self.idle_clock.now,
             wall_clock=self._wall_clock,
+            lessees=LesseeHub(
+                cores=config.cores or os.cpu_count() or 1,
+                max_threads=config.max_thread_lessees,
+                warm=config.warm_lessees,
+                idle_release=config.lessee_idle_release,
+                wall=self._wall_clock,
+            ),
+            read_clock=self.idle_clock,
         )
         scheduler: Scheduler = Scheduler(  # type: ignore[type-arg]
             self.policy,
@@ -412,7 +424,7 @@ class Worker:
         marks[0] = clock()
         self._settle_gc()
         marks[1] = clock()
-        buffered = len(engine.scheduler)
+        buffered = len(engine.scheduler) + engine.lessee_held
         pressure = output.pressure
         if pressure:
             output.serve()  # failed deliveries are reported (and then raised) only when served
@@ -439,6 +451,8 @@ class Worker:
         membership.flow_control()
         marks[6] = clock()
         ran = engine.run_for(self.config.run_slice)
+        if not ran and not messages and engine.lessee_held:
+            engine.wait_for_lessees(LESSEE_WAIT)  # nothing else to do: a lessee's answer ends it
         marks[7] = clock()
         if engine.processors:
             ran += engine.fire_wall_clock_timers()

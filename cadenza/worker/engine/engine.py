@@ -45,6 +45,7 @@ from cadenza.worker.engine.wire import is_progress
 
 if TYPE_CHECKING:
     from cadenza.infra.metrics.emitter import SpanEmitter
+    from cadenza.worker.engine.operators.parallel_step import ParallelOp
     from cadenza.worker.engine.operators.stateful import StatefulStep
     from cadenza.worker.engine.task import Task
 
@@ -138,6 +139,18 @@ class Engine:
         self.stages: dict[str, tuple[tuple[Decode, TaskSchedule], ...]] = dict(plan.stages)
         self.schedules: Sequence[TaskSchedule] = plan.schedules
         self.processors = any(task.processors for task in plan.tasks)
+        #: The lessees of the steps declared with ``parallel=`` (``None``: no such step, and the run
+        #: stage is exactly the plain one).
+        self.lessees = plan.lessees
+        if self.lessees is not None:
+            self.lessees.start()  # the warm pool and the fixed lessees, before the first record
+        self._parallel: dict[str, list[ParallelOp]] = {
+            op.pipeline: [] for task in plan.tasks for op in task.parallel
+        }
+        for task in plan.tasks:
+            for op in task.parallel:
+                if op not in self._parallel[op.pipeline]:
+                    self._parallel[op.pipeline].append(op)
         self.progress = ProgressSender(
             [(op, task.subtopology.input_topic) for task in plan.tasks for op in task.keyed],
             counters,
@@ -154,11 +167,27 @@ class Engine:
             output=transport.output,
             emitter=hooks.emitter,
             record=hooks.record,
-            after_quantum=self.send_due_progress if self.progress.keyed else None,
+            after_quantum=self._after_quantum(),
             words=hooks.words,
             tags=hooks.tags,
             read_clock=read_clock,
         )
+
+    def _after_quantum(self) -> Callable[[], None] | None:
+        """What runs after each quantum: progress records (if any key_by sends them) and the
+        lessees' pump (if any step has lessees); nothing at all for a plain plan."""
+        progress = self.send_due_progress if self.progress.keyed else None
+        if self.lessees is None:
+            return progress
+        pump = self.pump_lessees
+        if progress is None:
+            return pump
+
+        def both() -> None:
+            progress()
+            pump()
+
+        return both
 
     # -- what it runs ---------------------------------------------------------------------------------
 
@@ -274,9 +303,11 @@ class Engine:
         topic_stages = self.stages.get(topic, ())
         # One sub-topology reads the topic and none is stopped: each record is one unit, and the
         # units of one operator-partition run in offset order, so the partition's records in this
-        # batch share one pending entry (see cadenza.worker.engine.inflight).
+        # batch share one pending entry (see cadenza.worker.engine.inflight). Not when the task has
+        # a parallel step: its records then finish when their calls are released, and a record
+        # dropped before the step would finish ahead of one still at a lessee.
         run: Pending | None = None
-        if holds == 0 and len(topic_stages) == 1:
+        if holds == 0 and len(topic_stages) == 1 and not topic_stages[0][1].task.parallel:
             run = [offset, 0]
             progress.queue.append(run)  # if no record gets a unit, it is done at once
         stages = tuple(StageBatch(decode, schedule, partition) for decode, schedule in topic_stages)
@@ -343,8 +374,56 @@ class Engine:
 
     def run_for(self, seconds: float) -> int:
         """Run quanta, best priority first, until the buffer is empty, ``seconds`` have passed or the
-        producer pushes back (see :mod:`cadenza.worker.engine.executor`)."""
-        return self.executor.run_for(seconds)
+        producer pushes back (see :mod:`cadenza.worker.engine.executor`).
+
+        With lessees, what they finished is released before and after, and a lessor left with
+        nothing queued runs queued calls of process steps itself for a short slice (Dirigo's
+        lessor works too; on two cores it is the second core of a CPU-bound step)."""
+        hub = self.lessees
+        if hub is None:
+            return self.executor.run_for(seconds)
+        self.pump_lessees()
+        ran = self.executor.run_for(seconds)
+        if not len(self.scheduler) and hub.held:
+            ran += self._help()
+        self.pump_lessees()
+        return ran
+
+    def _help(self) -> int:
+        hub = self.lessees
+        assert hub is not None
+        while True:
+            try:
+                return hub.help()
+            except PipelineStoppedError as stopped:
+                self.executor.words[0] = IDLE
+                self.stop_pipeline(stopped)
+
+    def pump_lessees(self) -> None:
+        """Take in what the lessees finished and release it downstream, in order (see
+        :mod:`cadenza.worker.engine.lessees`); a release that stops its pipeline stops it here."""
+        hub = self.lessees
+        if hub is None:
+            return
+        while True:
+            try:
+                hub.pump()
+                return
+            except PipelineStoppedError as stopped:
+                self.executor.words[0] = IDLE
+                self.stop_pipeline(stopped)
+
+    @property
+    def lessee_held(self) -> int:
+        """Records' calls held by parallel steps (queued, at a lessee or waiting for their turn)."""
+        hub = self.lessees
+        return 0 if hub is None else hub.held
+
+    def wait_for_lessees(self, timeout: float) -> None:
+        """Nothing to fetch or run: wait up to ``timeout`` for a lessee's answer."""
+        hub = self.lessees
+        if hub is not None and hub.held:
+            hub.wait(timeout)
 
     def fire_wall_clock_timers(self) -> int:
         """Run the process steps' wall-clock timers now due; returns how many fired."""
@@ -386,6 +465,8 @@ class Engine:
             return []
         self.stopped[name] = stopped
         self.counters.pipelines_stopped += 1
+        for op in self._parallel.get(name, ()):
+            op.forget()  # its held calls stay uncommitted, like its queued units
         mine = [schedule for schedule in self.schedules if schedule.pipeline == name]
         indexes = {schedule.index for schedule in mine}
         queued = [key for key in self.scheduler.keys() if key[0] in indexes]  # noqa: SIM118 - a list, not a dict
@@ -414,11 +495,18 @@ class Engine:
         for topic, partition in gone:
             for window, part in self.stateful(topic, partition):
                 window.drop(part)
+        if self._parallel:
+            went = set(gone)
+            for ops in self._parallel.values():
+                for op in ops:
+                    op.forget(went)
         return dropped
 
     def close(self) -> None:
         """Release the operators' state stores, and the crash slot's words (a mapping cannot be
         closed while a view of it is held)."""
         self.executor.words, self.executor.tags = idle_words(), {}
+        if self.lessees is not None:
+            self.lessees.close()
         for task in self.plan.tasks:
             task.close()

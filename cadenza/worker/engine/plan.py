@@ -37,6 +37,8 @@ from cadenza.worker.engine.context_stamps import (
     close_function,
 )
 from cadenza.worker.engine.counters import WorkerCounters
+from cadenza.worker.engine.idle_clock import IdleClock
+from cadenza.worker.engine.lessees.hub import LesseeHub
 from cadenza.worker.engine.operators.routing import KeyByOp, KeyByStamp, SinkStamp
 from cadenza.worker.engine.operators.stateful import StatefulStep
 from cadenza.worker.engine.operators.window_step import assigner_of
@@ -69,6 +71,8 @@ class WorkerPlan:
     keyed: tuple[KeyByOp, ...]
     #: The most sub-topologies reading one topic: a fetched record becomes up to this many units.
     fanout: int
+    #: The lessees of the steps declared with ``parallel=``; ``None`` when no step has any.
+    lessees: LesseeHub | None = None
 
     @property
     def input_topics(self) -> list[str]:
@@ -171,6 +175,8 @@ def assemble(
     registry_client: SchemaRegistryLike | None,
     clock: Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], float] = time.time,
+    lessees: LesseeHub | None = None,
+    read_clock: IdleClock | None = None,
 ) -> WorkerPlan:
     """Build every pipeline's tasks with their hooks, their schedules, and the routing tables."""
     hooks = _Hooks(subtopologies, policy, exporter, emitter, output)
@@ -188,6 +194,8 @@ def assemble(
             hooks=hooks,
             clock=clock,
             wall_clock=wall_clock,
+            lessees=lessees,
+            read_clock=read_clock,
         )
         owned.extend((graph, task) for task in tasks)
     schedules = tuple(
@@ -222,4 +230,5 @@ def assemble(
         windows=tuple(windows),
         keyed=tuple(keyed for _, task in owned for keyed in task.keyed),
         fanout=max((len(pairs) for pairs in stages.values()), default=1),
+        lessees=lessees if lessees is not None and lessees.steps else None,
     )

@@ -15,8 +15,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias
 
 from cadenza.pipelines.graph import NodeFunctions, TopicFormat
+from cadenza.pipelines.parallel import ParallelSpec
 from cadenza.worker.engine.operators.base import Operator
 from cadenza.worker.engine.operators.join_step import JoinOp
+from cadenza.worker.engine.operators.parallel_step import ParallelOp
 from cadenza.worker.engine.operators.process_step import ProcessOp
 from cadenza.worker.engine.operators.routing import KeyByOp, SinkOp
 from cadenza.worker.engine.operators.stateless import BranchOp, FilterOp, FlatMapOp, MapOp
@@ -48,19 +50,43 @@ def register_step(kind: str) -> Callable[[StepBuilder], StepBuilder]:
     return register
 
 
+def _parallel(b: TaskBuilder, node_id: str, kind: str) -> Operator | None:
+    """The step on lessees, if it is declared with ``parallel=`` and the engine has lessees."""
+    spec = ParallelSpec.of(b.graph.node(node_id).parameters)
+    if spec.inline or b.lessees is None:
+        return None
+    step = ParallelOp(
+        node_id,
+        kind,
+        b.fn(node_id),
+        b.downstream(node_id),
+        b.dead,
+        hub=b.lessees,
+        spec=spec,
+        tenant=b.graph.tenant,
+        pipeline=b.graph.name,
+        read_clock=b.read_clock,
+    )
+    b.parallel.append(step)
+    return step
+
+
 @register_step("map")
 def _map(b: TaskBuilder, node_id: str) -> Operator:
-    return MapOp(node_id, b.fn(node_id), b.downstream(node_id), b.dead)
+    parallel = _parallel(b, node_id, "map")
+    return parallel or MapOp(node_id, b.fn(node_id), b.downstream(node_id), b.dead)
 
 
 @register_step("filter")
 def _filter(b: TaskBuilder, node_id: str) -> Operator:
-    return FilterOp(node_id, b.fn(node_id), b.downstream(node_id), b.dead)
+    parallel = _parallel(b, node_id, "filter")
+    return parallel or FilterOp(node_id, b.fn(node_id), b.downstream(node_id), b.dead)
 
 
 @register_step("flat_map")
 def _flat_map(b: TaskBuilder, node_id: str) -> Operator:
-    return FlatMapOp(node_id, b.fn(node_id), b.downstream(node_id), b.dead)
+    parallel = _parallel(b, node_id, "flat_map")
+    return parallel or FlatMapOp(node_id, b.fn(node_id), b.downstream(node_id), b.dead)
 
 
 @register_step("branch")

@@ -16,6 +16,7 @@ from confluent_kafka import Message
 from cadenza.state import StateStore
 from cadenza.worker.engine.decode import Decoder
 from cadenza.worker.engine.operators.base import Operator
+from cadenza.worker.engine.operators.parallel_step import ParallelOp
 from cadenza.worker.engine.operators.process_step import ProcessOp
 from cadenza.worker.engine.operators.progress import FrontierTap
 from cadenza.worker.engine.operators.routing import KeyByOp
@@ -49,6 +50,9 @@ class Task:
     keyed: list[KeyByOp] = field(default_factory=list)
     processors: list[ProcessOp] = field(default_factory=list)
     frontier: FrontierTap | None = None
+    #: Its steps declared with ``parallel=``: their calls run on lessees and are released in offset
+    #: order per partition (so its records' offsets are tracked one by one, see ``inflight.py``).
+    parallel: list[ParallelOp] = field(default_factory=list)
 
     def decode(self, message: Message, topic: str, partition: int, offset: int) -> Unit | None:
         return self.decoder.decode(message, topic, partition, offset)

@@ -58,6 +58,9 @@ from cadenza.worker.engine.topology import SubTopology, UnsupportedStepError, up
 
 if TYPE_CHECKING:
     from cadenza.infra.metrics.prometheus import LatencyHistogram, OperatorMetrics
+    from cadenza.worker.engine.idle_clock import IdleClock
+    from cadenza.worker.engine.lessees.hub import LesseeHub
+    from cadenza.worker.engine.operators.parallel_step import ParallelOp
     from cadenza.worker.engine.operators.routing import KeyByStamp, SinkStamp
 
 __all__ = ["OperatorHooks", "TaskBuilder", "default_stores"]
@@ -116,12 +119,17 @@ class TaskBuilder:
     #: Per step kind, the function that builds its operator (:mod:`.step_builders`, given by
     #: :func:`cadenza.worker.engine.tasks.build_tasks`, so that this module needs none of them).
     builders: Mapping[str, Callable[[TaskBuilder, str], Operator]]
+    #: Where steps declared with ``parallel=`` get their lessees (``None``: they run as plain steps).
+    lessees: LesseeHub | None = None
+    #: What a parallel step's releases set the running record's fetch stamp on (the idle clock).
+    read_clock: IdleClock | None = None
     # What the build collects for the task.
     built: dict[str, Operator] = field(init=False, default_factory=dict)
     windows: list[StatefulStep] = field(init=False, default_factory=list)
     task_stores: list[StateStore] = field(init=False, default_factory=list)
     keyed: list[KeyByOp] = field(init=False, default_factory=list)
     processors: list[ProcessOp] = field(init=False, default_factory=list)
+    parallel: list[ParallelOp] = field(init=False, default_factory=list)
     members: set[str] = field(init=False)
     #: Per source step and output port, its consumers and which of their inputs each port feeds.
     ports: dict[str, dict[int, list[tuple[str, int]]]] = field(init=False, default_factory=dict)
@@ -192,7 +200,17 @@ class TaskBuilder:
             root = ProgressTap(sub.entry, root, tapped)
         if sub.input_kind == "repartition" and sub.needs_event_time:
             root = ProgressGate(sub.entry, root, listeners)
-        return Task(sub, decoder, root, self.windows, self.task_stores, self.keyed, self.processors, frontier)
+        return Task(
+            sub,
+            decoder,
+            root,
+            self.windows,
+            self.task_stores,
+            self.keyed,
+            self.processors,
+            frontier,
+            self.parallel,
+        )
 
     def sources_of(self, sub: SubTopology) -> tuple[int, ...] | None:
         """The watermark inputs of a window or join reading ``sub``'s topic (``None``: not known)."""

@@ -16,6 +16,8 @@ from cadenza.state import StoreFactory
 from cadenza.state.safe_codec import register_function_models, register_model
 from cadenza.worker.engine.counters import WorkerCounters
 from cadenza.worker.engine.dead_letter import DeadLetters
+from cadenza.worker.engine.idle_clock import IdleClock
+from cadenza.worker.engine.lessees.hub import LesseeHub
 from cadenza.worker.engine.operators.base import Operator
 from cadenza.worker.engine.output import Output
 from cadenza.worker.engine.step_builders import STEP_BUILDERS
@@ -39,6 +41,8 @@ def build_tasks(
     hooks: OperatorHooks | None = None,
     clock: Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], float] = time.time,
+    lessees: LesseeHub | None = None,
+    read_clock: IdleClock | None = None,
 ) -> list[Task]:
     """One task per sub-topology of ``graph`` (see :func:`cadenza.worker.engine.topology.split`).
 
@@ -49,6 +53,9 @@ def build_tasks(
     contexts and metrics for the steps that write (none: they stamp and count nothing). ``clock``:
     what watermark idle timeouts are measured on (a test driver passes its virtual clock).
     ``wall_clock``: what process steps' wall-clock timers are measured on (epoch seconds).
+    ``lessees``: where steps declared with ``parallel=`` lease their lessees (none: every step runs
+    on the calling thread, as declared with ``parallel=1``); ``read_clock``: the idle clock their
+    releases stamp.
     """
     subtopologies = split(graph) if subtopologies is None else subtopologies
     for functions in graph.functions.values():  # the models repartition and changelog bytes may name
@@ -90,6 +97,8 @@ def build_tasks(
             clock=clock,
             wall_clock=wall_clock,
             builders=STEP_BUILDERS,
+            lessees=lessees,
+            read_clock=read_clock,
         ).task()
         for sub in subtopologies
     ]

@@ -1,0 +1,145 @@
+"""A map, filter or flat_map declared with ``parallel=``: its calls run on lessees, in priority order,
+and its outputs leave in offset order per input partition.
+
+The operator keeps one *lane* per input partition: the calls of that partition in the order their
+records arrived (offset order, as the scheduler runs one operator-partition). A call's outcome may
+come back from a lessee before the calls ahead of it; it is released (passed downstream, or
+dead-lettered) only once every call ahead of it in its lane is. So a window after the step sees the
+same records in the same order as without lessees, and its watermark (the barrier of Dirigo's
+critical messages) never passes a record still at a lessee.
+
+A call holds its record's in-flight entry (one more unit not yet run), so the record's offset is
+not committable until the call is released: a checkpoint commits only done prefixes. With nothing
+leased and nothing waiting in its lane, a process step's call runs at once on the lessor, as a plain
+step would (``parallel="auto"`` before its first lease).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from cadenza.operators import Window
+from cadenza.worker.engine.dead_letter import DeadLetters
+from cadenza.worker.engine.lessees.calls import FILTER, KINDS, MAP
+from cadenza.worker.engine.lessees.leased_step import Call
+from cadenza.worker.engine.operators.base import Operator
+from cadenza.worker.engine.unit import Unit
+
+if TYPE_CHECKING:
+    from cadenza.pipelines.parallel import ParallelSpec
+    from cadenza.worker.engine.idle_clock import IdleClock
+    from cadenza.worker.engine.lessees.hub import LesseeHub
+
+__all__ = ["ParallelOp"]
+
+Lane = deque[Call]
+
+
+class ParallelOp(Operator):
+    """A stateless step whose calls run on lessees; see the module docstring."""
+
+    __slots__ = ("dead", "kind", "lanes", "next", "pipeline", "read_clock", "step")
+
+    def __init__(
+        self,
+        node_id: str,
+        kind: str,
+        fn: Callable[[Any], Any],
+        next: Operator,
+        dead: DeadLetters,
+        *,
+        hub: LesseeHub,
+        spec: ParallelSpec,
+        tenant: str,
+        pipeline: str,
+        read_clock: IdleClock | None = None,
+    ) -> None:
+        super().__init__(node_id)
+        self.kind = KINDS[kind]
+        self.next = next
+        self.dead = dead
+        self.pipeline = pipeline
+        self.read_clock = read_clock
+        #: ``(input topic, partition)`` -> its calls not yet released, in arrival order.
+        self.lanes: dict[tuple[str, int], Lane] = {}
+        self.step = hub.step(
+            tenant=tenant,
+            pipeline=pipeline,
+            node_id=node_id,
+            kind=self.kind,
+            fn=fn,
+            spec=spec,
+            release=self.release,
+        )
+
+    def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
+        where = (unit.topic, unit.partition)
+        lane = self.lanes.get(where)
+        step = self.step
+        if not lane and step.runs_inline:
+            ok, result = step.run_inline(unit, value)
+            self._emit(unit, key, value, event_time, window, ok, result)
+            return
+        if lane is None:
+            lane = self.lanes[where] = deque()
+        call = Call(unit, key, value, event_time, window, lane)
+        lane.append(call)
+        pending = unit.pending
+        if pending is not None:
+            pending[1] += 1  # the record is not done until this call is released
+        step.accept(call)
+
+    def release(self, lane: Lane) -> None:
+        """Pass on the lane's done calls from its head, in order; stop at the first not done.
+
+        A call leaves the lane only after its outcome went downstream: if that raises (a later step
+        stops the pipeline), the call stays, and its record stays uncommitted."""
+        step = self.step
+        clock = self.read_clock
+        while lane and lane[0].done:
+            call = lane[0]
+            unit = call.unit
+            if clock is not None:
+                clock.at = unit.read_at
+            try:
+                self._emit(unit, call.key, call.value, call.event_time, call.window, call.ok, call.result)
+            finally:
+                if clock is not None:
+                    clock.at = None
+            lane.popleft()
+            step.released()
+            pending = unit.pending
+            if pending is not None:
+                pending[1] -= 1
+
+    def _emit(  # noqa: PLR0917 - the operator's calling convention, plus the outcome
+        self,
+        unit: Unit,
+        key: Any,
+        value: Any,
+        event_time: float,
+        window: Window | None,
+        ok: bool,
+        result: Any,
+    ) -> None:
+        if not ok:
+            self.dead.function_failed(unit, self.node_id, result)
+            return
+        kind = self.kind
+        if kind == MAP:
+            self.next.process(unit, key, result, event_time, window)
+        elif kind == FILTER:
+            if result:
+                self.next.process(unit, key, value, event_time, window)
+        else:
+            following = self.next
+            for out in result:
+                following.process(unit, key, out, event_time, window)
+
+    def forget(self, partitions: set[tuple[str, int]] | None = None) -> None:
+        """Drop the calls of ``partitions`` (every partition: ``None``); nothing is released for them."""
+        lanes = self.lanes
+        for where in list(lanes) if partitions is None else [p for p in partitions if p in lanes]:
+            self.step.drop(list(lanes.pop(where)))

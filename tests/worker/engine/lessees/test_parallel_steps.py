@@ -1,0 +1,161 @@
+"""Parallel steps through PipelineDriver (the engine a worker runs): the same outputs with and without
+lessees, in offset order per partition; timeouts, deaths and failures dead-lettered exactly."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from typing import Any, Literal
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cadenza import Pipeline
+from cadenza.testing import PipelineDriver
+from cadenza.worker.engine.lessees.hub import LesseeHub
+
+# -- user functions: at module level, so a process lessee can import them ------------------------
+
+
+def triple(value: dict[str, Any]) -> dict[str, Any]:
+    return {**value, "n": value["n"] * 3}
+
+
+def not_seven(value: dict[str, Any]) -> bool:
+    return bool(value["n"] % 7 != 0)
+
+
+def pairs(value: dict[str, Any]) -> list[dict[str, Any]]:
+    return [value, {**value, "copy": True}] if value["n"] % 2 else [value]
+
+
+def fragile(value: dict[str, Any]) -> dict[str, Any]:
+    if value["n"] % 11 == 5:
+        raise ValueError(f"no {value['n']}")
+    return value
+
+
+def jittery(value: dict[str, Any]) -> dict[str, Any]:
+    time.sleep(random.random() * 0.004)  # outcomes come back out of order
+    return value
+
+
+def hangs_on_13(value: dict[str, Any]) -> dict[str, Any]:
+    if value["n"] == 13:
+        time.sleep(30.0)
+    return value
+
+
+def dies_on_13(value: dict[str, Any]) -> dict[str, Any]:
+    if value["n"] == 13:
+        os._exit(3)
+    return value
+
+
+FUNCTIONS = {"triple": triple, "not_seven": not_seven, "pairs": pairs, "fragile": fragile, "jittery": jittery}
+KIND_OF = {"triple": "map", "not_seven": "filter", "pairs": "flat_map", "fragile": "map", "jittery": "map"}
+
+
+def _pipeline(steps: list[tuple[str, Any, str]]) -> Pipeline:
+    pipeline = Pipeline("par", tenant="t", latency_target="1s")
+    stream: Any = pipeline.source("in", key=str)
+    for name, parallel, executor in steps:
+        stream = getattr(stream, KIND_OF[name])(FUNCTIONS[name], parallel=parallel, executor=executor)
+    stream.sink("out")
+    return pipeline
+
+
+def _run(
+    pipeline: Pipeline, values: list[tuple[str, int]], *, lessees: bool, partitions: int = 3
+) -> tuple[list[Any], list[Any], LesseeHub | None]:
+    with PipelineDriver([pipeline], partitions=partitions, lessees=lessees) as driver:
+        hub = driver._engine.lessees
+        if hub is not None:
+            assert hub.ready(30.0)  # so the calls go to lessees, not to a lessor helping meanwhile
+        for key, n in values:
+            driver.pipe("in", {"n": n}, key=key)
+        outputs = [(r.partition, r.key, r.value) for r in driver.outputs("out")]
+        dead = [
+            (bytes(r.headers["cadenza-error-type"] or b"").decode(), r.value)
+            for r in driver.dead_letters("par")
+        ]
+    return outputs, dead, hub
+
+
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(sorted(FUNCTIONS)),
+        st.sampled_from([1, 2, "auto"]),
+        st.just("thread"),
+    ),
+    min_size=1,
+    max_size=4,
+)
+inputs = st.lists(st.tuples(st.sampled_from("abcdef"), st.integers(0, 60)), min_size=1, max_size=60)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps, inputs)
+def test_outputs_and_dead_letters_with_lessees_equal_those_without(
+    chain: list[tuple[str, Any, str]], values: list[tuple[str, int]]
+) -> None:
+    pipeline = _pipeline(chain)
+    plain = _run(pipeline, values, lessees=False)
+    leased = _run(_pipeline(chain), values, lessees=True)
+    assert leased[0] == plain[0]  # every output, in order per partition (and in the same order overall)
+    assert leased[1] == plain[1]
+
+
+def test_process_lessees_run_the_calls_and_give_the_same_outputs() -> None:
+    chain = [("triple", 2, "process"), ("fragile", 2, "process"), ("pairs", "auto", "process")]
+    values = [(k, n) for n in range(300) for k in "ab"][:300]
+    plain = _run(_pipeline(chain), values, lessees=False)
+    leased = _run(_pipeline(chain), values, lessees=True)
+    assert leased[0] == plain[0]
+    assert leased[1] == plain[1]
+    assert len(plain[1]) == sum(1 for _, n in values if (n * 3) % 11 == 5)
+    hub = leased[2]
+    assert hub is not None
+    # the fixed steps' calls went to lessee processes, not only to the lessor
+    assert sum(step.stats.handoff_calls for step in hub.steps) > 0
+
+
+def test_outputs_leave_in_offset_order_though_calls_finish_out_of_order() -> None:
+    values = [("k", n) for n in range(80)]
+    outputs, _, hub = _run(_pipeline([("jittery", 4, "thread")]), values, lessees=True, partitions=1)
+    assert [value["n"] for _, _, value in outputs] == list(range(80))
+    assert hub is not None and hub.steps[0].stats.handoff_calls == 80
+
+
+def _timeout_pipeline(fn: Any, executor: Literal["process", "thread"]) -> Pipeline:
+    pipeline = Pipeline("par", tenant="t", latency_target="1s")
+    pipeline.source("in", key=str).map(fn, parallel=2, executor=executor, timeout="300ms").sink("out")
+    return pipeline
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_a_call_past_its_timeout_is_dead_lettered_as_step_timeout_and_the_rest_flow(
+    executor: Literal["process", "thread"],
+) -> None:
+    started = time.monotonic()
+    outputs, dead, hub = _run(
+        _timeout_pipeline(hangs_on_13, executor), [("k", n) for n in range(30)], lessees=True, partitions=1
+    )
+    assert time.monotonic() - started < 15.0  # not the 30 s the call hangs
+    assert [value["n"] for _, _, value in outputs] == [n for n in range(30) if n != 13]
+    assert dead == [("StepTimeout", {"n": 13})]
+    assert hub is not None
+    stats = hub.steps[0].stats
+    assert stats.timeouts == 1
+    assert stats.abandoned == (1 if executor == "thread" else 0)
+
+
+def test_a_lessee_that_dies_loses_nothing_and_a_record_that_kills_two_is_dead_lettered() -> None:
+    pipeline = Pipeline("par", tenant="t", latency_target="1s")
+    pipeline.source("in", key=str).map(dies_on_13, parallel=1, timeout="20s").sink("out")
+    outputs, dead, hub = _run(pipeline, [("k", n) for n in range(40)], lessees=True, partitions=1)
+    assert [value["n"] for _, _, value in outputs] == [n for n in range(40) if n != 13]
+    assert dead == [("LesseeDied", {"n": 13})]
+    assert hub is not None and hub.steps[0].stats.deaths == 2
