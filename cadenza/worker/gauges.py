@@ -15,6 +15,8 @@ from cadenza.infra.metrics import names
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.pipelines import PipelineGraph
 from cadenza.worker.engine.engine import Engine
+from cadenza.worker.engine.lessees.hub import LesseeHub
+from cadenza.worker.engine.lessees.leased_step import LeasedStep
 from cadenza.worker.engine.operators.progress import FrontierTap
 from cadenza.worker.engine.operators.stateful import StatefulStep
 from cadenza.worker.engine.output import Output
@@ -68,7 +70,27 @@ def track_worker(  # noqa: PLR0917 - one of each part of a started worker
         lambda: {(tenants[name], name): 1 if name in stopped else 0 for name in tenants},
     )
     _track_clients(register, membership, output)
+    if engine.lessees is not None:
+        _track_lessees(register, engine.lessees)
     register(names.RECORDS_QUARANTINED, lambda: {(t,): n for t, n in guard.quarantined.items()})
+
+
+def _track_lessees(register: Callable[..., None], hub: LesseeHub) -> None:
+    steps = {(s.tenant, s.pipeline, s.node_id): s for s in hub.steps}
+
+    def each(read: Callable[[LeasedStep], float | int]) -> Callable[[], dict[tuple[str, ...], float | int]]:
+        return lambda: {labels: read(step) for labels, step in steps.items()}
+
+    register(names.LESSEES, each(lambda s: len(s.lessees)))
+    register(names.LESSEE_LEASES, each(lambda s: s.leasing.leases))
+    register(names.LESSEE_RELEASES, each(lambda s: s.leasing.releases))
+    register(names.LESSEE_SECONDS, each(lambda s: s.leased_seconds(hub.clock())))
+    register(names.LESSEE_TIMEOUTS, each(lambda s: s.stats.timeouts))
+    register(names.LESSEE_DEATHS, each(lambda s: s.stats.deaths))
+    register(names.LESSEE_ABANDONED, each(lambda s: s.stats.abandoned))
+    register(names.LESSEE_HANDOFF_SECONDS, each(lambda s: s.stats.handoff_seconds))
+    register(names.LESSEE_HANDED_CALLS, each(lambda s: s.stats.handoff_calls))
+    register(names.LESSOR_CALLS, each(lambda s: s.stats.lessor_calls))
 
 
 def _track_clients(register: Callable[..., None], membership: KafkaMembership, output: Output) -> None:

@@ -67,6 +67,7 @@ def test_process_and_thread_lessees_give_the_plain_outputs_in_offset_order_and_c
         engine = worker.engine
         assert engine.lessees is not None
         handed = {step.node_id: step.stats.handoff_calls for step in engine.lessees.steps}
+        exposition = worker.exporter.render().decode()
     got = [json.loads(r.value or b"") for r in reader.records[sink]]
     assert sorted(v["i"] for v in got) == [i for i in range(RECORDS) if i % 2 == 1]  # once each
     # Per key (one partition each), outputs in input order: the release is in offset order.
@@ -76,3 +77,12 @@ def test_process_and_thread_lessees_give_the_plain_outputs_in_offset_order_and_c
     for values in by_key.values():
         assert values == sorted(values)
     assert all(count > 0 for count in handed.values()), handed  # both steps' calls went to lessees
+    for step, count in handed.items():  # and the metrics say so, per step
+        assert f'operator="{step}"' in exposition
+        assert any(
+            line.startswith("cadenza_lessee_handed_calls_total{")
+            and f'operator="{step}"' in line
+            and float(line.rsplit(" ", 1)[1]) == count
+            for line in exposition.splitlines()
+        ), exposition
+    assert "cadenza_lessees{" in exposition

@@ -36,6 +36,16 @@ __all__ = [
     "KAFKA_REQUESTS",
     "LATENCY_BUCKETS",
     "LATENCY_TARGET",
+    "LESSEES",
+    "LESSEE_ABANDONED",
+    "LESSEE_DEATHS",
+    "LESSEE_HANDED_CALLS",
+    "LESSEE_HANDOFF_SECONDS",
+    "LESSEE_LEASES",
+    "LESSEE_RELEASES",
+    "LESSEE_SECONDS",
+    "LESSEE_TIMEOUTS",
+    "LESSOR_CALLS",
     "OBSERVED_OUTPUT_RATE",
     "OBSERVED_PROCESSING_RATE",
     "OPERATOR_LABELS",
@@ -422,6 +432,50 @@ WORKER_STALL_SECONDS = MetricDef(
 )
 """Divided by ``cadenza_worker_stalls_total``: how long a stall of that phase lasts on average."""
 
+# -- lessees (steps declared with parallel=) ---------------------------------------------------------
+
+LESSEES = MetricDef("cadenza_lessees", _G, "Lessees a parallel step holds now.", _TPO)
+"""Processes or threads running the step's calls beside the worker's loop; over time, the lease timeline."""
+
+LESSEE_LEASES = MetricDef("cadenza_lessee_leases", _C, "Lessees a parallel step leased.", _TPO)
+"""With ``cadenza_lessee_releases_total``: a pair rising together every few seconds is flapping."""
+
+LESSEE_RELEASES = MetricDef("cadenza_lessee_releases", _C, "Lessees a parallel step gave back idle.", _TPO)
+"""Releases of idle lessees only; deaths and timeouts are counted apart."""
+
+LESSEE_SECONDS = MetricDef(
+    "cadenza_lessee_seconds", _C, "Seconds of lessees leased by a parallel step, summed over lessees.", _TPO
+)
+"""The resource a step used beside the lessor: its rate is the mean number of lessees held."""
+
+LESSEE_TIMEOUTS = MetricDef(
+    "cadenza_lessee_timeouts", _C, "Calls of a parallel step dead-lettered past their timeout.", _TPO
+)
+"""Each one's record is dead-lettered with ``cadenza-error-type: StepTimeout``."""
+
+LESSEE_DEATHS = MetricDef(
+    "cadenza_lessee_deaths", _C, "Lessee processes of a step that died mid-batch.", _TPO
+)
+"""Their batches ran again elsewhere; a record whose call killed two is dead-lettered as ``LesseeDied``."""
+
+LESSEE_ABANDONED = MetricDef(
+    "cadenza_lessee_abandoned", _C, "Thread lessees left in a call past its timeout.", _TPO
+)
+"""A thread cannot be stopped: it ends when its call returns. Many of these hold memory and threads."""
+
+LESSEE_HANDOFF_SECONDS = MetricDef(
+    "cadenza_lessee_handoff_seconds", _C, "Seconds the worker's loop spent handing calls to lessees.", _TPO
+)
+"""Divided by ``cadenza_lessee_handed_calls_total``: the hand-off cost per call (pickling and the pipe)."""
+
+LESSEE_HANDED_CALLS = MetricDef("cadenza_lessee_handed_calls", _C, "Calls handed to lessees.", _TPO)
+"""Against ``cadenza_lessor_calls_total``: how much of the step ran beside the loop."""
+
+LESSOR_CALLS = MetricDef(
+    "cadenza_lessor_calls", _C, "Calls of a parallel step the worker's loop ran itself.", _TPO
+)
+"""Before a ``parallel="auto"`` step's first lease, and while the loop has nothing else to run."""
+
 WORKER_RESTARTS = MetricDef(
     "cadenza_worker_restarts",
     _C,
@@ -547,6 +601,16 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     KAFKA_REQUESTS,
     WORKER_STALLS,
     WORKER_STALL_SECONDS,
+    LESSEES,
+    LESSEE_LEASES,
+    LESSEE_RELEASES,
+    LESSEE_SECONDS,
+    LESSEE_TIMEOUTS,
+    LESSEE_DEATHS,
+    LESSEE_ABANDONED,
+    LESSEE_HANDOFF_SECONDS,
+    LESSEE_HANDED_CALLS,
+    LESSOR_CALLS,
     WORKER_RESTARTS,
     FEEDBACK_APPLIED,
     FEEDBACK_REJECTED,
