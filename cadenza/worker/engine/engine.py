@@ -346,6 +346,7 @@ class Engine:
             if unit is None:
                 continue
             unit.ctx = schedule.context(unit, message, now)
+            unit.pending = pending  # a parallel step's call holds it until released
             metrics = schedule.metrics
             metrics.consumed += 1
             started = time.perf_counter()

@@ -9,6 +9,7 @@ import time
 from typing import Any, Literal
 
 import pytest
+from confluent_kafka import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -159,3 +160,28 @@ def test_a_lessee_that_dies_loses_nothing_and_a_record_that_kills_two_is_dead_le
     assert [value["n"] for _, _, value in outputs] == [n for n in range(40) if n != 13]
     assert dead == [("LesseeDied", {"n": 13})]
     assert hub is not None and hub.steps[0].stats.deaths == 2
+
+
+def slow_on_lessee(value: dict[str, Any]) -> dict[str, Any]:
+    time.sleep(0.2)
+    return value
+
+
+def test_a_record_run_alone_stays_uncommitted_until_its_call_is_released() -> None:
+    """The quarantine's one-at-a-time path (``Engine.run_alone``) holds the record's offset too."""
+    pipeline = Pipeline("par", tenant="t", latency_target="1s")
+    pipeline.source("in").map(slow_on_lessee, parallel=1, executor="thread", timeout="10s").sink("out")
+    with PipelineDriver([pipeline], partitions=1) as driver:
+        engine = driver._engine
+        message = Message(
+            topic="in", partition=0, offset=0, key=None, value=b'{"n": 1}', headers=None, timestamp=(1, 1000)
+        )
+        engine.run_alone(message, "in", 0, 0)
+        assert engine.inflight.advanced() == {("in", 0): 0}  # the call is at its lessee: 0 not done
+        deadline = time.monotonic() + 10
+        while engine.lessee_held:
+            assert time.monotonic() < deadline
+            engine.wait_for_lessees(0.05)
+            engine.run_for(1.0)
+        assert engine.inflight.advanced() == {("in", 0): 1}
+        assert [r.value for r in driver.outputs("out")] == [{"n": 1}]
