@@ -55,16 +55,22 @@ def messages(topic: str, count: int) -> list[Message]:
 
 
 def started_worker(
-    settings: KafkaSettings, policy: str, records: int, *, prefix: str = "hot", **options: Any
+    settings: KafkaSettings,
+    policy: str,
+    records: int,
+    *,
+    prefix: str = "hot",
+    map_options: dict[str, Any] | None = None,
+    **options: Any,
 ) -> tuple[Worker, str]:
     """A started worker running ``bench_worker.py``'s pipeline (parse -> filter -> map -> sink) on
     fresh topics, with room for ``records`` buffered; returns it and its input topic. ``options``
-    are more ``WorkerConfig`` settings."""
+    are more ``WorkerConfig`` settings; ``map_options`` the map step's keywords (``parallel=``...)."""
     suffix = uuid.uuid4().hex[:8]
     source, sink = f"{prefix}-in-{suffix}", f"{prefix}-out-{suffix}"
     ensure_topics(make_admin(settings), [TopicSpec(source, PARTITIONS), TopicSpec(sink, PARTITIONS)])
     pipeline = Pipeline(f"{prefix}-{suffix}", tenant="bench", latency_target="1s")
-    pipeline.source(source, value=Event).filter(is_purchase).map(enrich).sink(sink)
+    pipeline.source(source, value=Event).filter(is_purchase).map(enrich, **(map_options or {})).sink(sink)
     # No activity trace (on by default since 2026-12-06): the hot path measured is the record path's
     # alone, comparable with the runs before (a trace adds a header to every produced record).
     options = {"activities_topic": "off", **options}
