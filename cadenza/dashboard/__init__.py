@@ -1,4 +1,4 @@
-"""``cadenza dashboard``: a live web page of tenants, deadlines and workers, from their metrics.
+"""``cadenza dashboard``: a live web page of tenants, deadlines, workers and lessees, from their metrics.
 
 Modules: :mod:`~cadenza.dashboard.scrape` reads a worker's Prometheus endpoint,
 :mod:`~cadenza.dashboard.live` keeps the windowed numbers (quantiles from
@@ -13,7 +13,13 @@ from __future__ import annotations
 from cadenza.dashboard.discovery import DiscoveredWorker, DiscoveredWorkers, DiscoveryReader
 from cadenza.dashboard.feedback import FeedbackReader
 from cadenza.dashboard.live import Dashboard
-from cadenza.dashboard.scrape import ScrapeError, WorkerSnapshot, parse_exposition, scrape_worker
+from cadenza.dashboard.scrape import (
+    ScrapeError,
+    StepLessees,
+    WorkerSnapshot,
+    parse_exposition,
+    scrape_worker,
+)
 from cadenza.dashboard.server import DashboardServer, serve_dashboard
 from cadenza.infra.metrics.quantiles import bucket_delta, histogram_quantile
 
@@ -25,6 +31,7 @@ __all__ = [
     "DiscoveryReader",
     "FeedbackReader",
     "ScrapeError",
+    "StepLessees",
     "WorkerSnapshot",
     "bucket_delta",
     "histogram_quantile",

@@ -10,6 +10,13 @@ A worker that does not answer is *down* (with the reason) and drops out of the s
 good scrape is older than ``stale_after_s`` is *stale*, and so is the whole view when polling stopped.
 A pipeline no answering worker reports keeps its last numbers on the page, flagged stale.
 
+Steps declared with ``parallel=`` are listed apart, per (tenant, pipeline, operator), once some
+worker exports ``cadenza_lessees``: the lessees they hold now and their mean over the window
+(lessee-seconds per second), leases and releases, timeouts, deaths and abandoned threads, the
+hand-off per call (the growth of ``cadenza_lessee_handoff_seconds_total`` over that of
+``cadenza_lessee_handed_calls_total``, summed over workers before dividing, so a busy worker weighs
+more than an idle one) and the share of calls the lessees ran rather than the loop.
+
 Workers are the ``--worker`` URLs, which stay for the dashboard's life, plus those a ``discovery``
 callable (:class:`~cadenza.dashboard.discovery.DiscoveryReader`) announces at each poll: a newly
 announced worker is polled from then on, one whose tombstone was read is dropped, and one whose
@@ -28,7 +35,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cadenza.dashboard.discovery import DiscoveredWorker
-from cadenza.dashboard.scrape import PipelineCounts, ScrapeError, WorkerSnapshot, scrape_worker
+from cadenza.dashboard.scrape import (
+    LESSEE_COUNTERS,
+    PipelineCounts,
+    ScrapeError,
+    Step,
+    StepLessees,
+    WorkerSnapshot,
+    scrape_worker,
+)
 from cadenza.infra.metrics.quantiles import Buckets, bucket_delta, histogram_quantile
 from cadenza.scheduling.clock import Clock, SystemClock
 
@@ -59,10 +74,40 @@ class _Window:
 
     seconds: float = 0.0
     pipelines: dict[tuple[str, str], PipelineCounts] = field(default_factory=dict)
+    lessees: dict[Step, StepLessees] = field(default_factory=dict)
+    """Counters grown over the window; ``held`` is the newest gauge."""
+
+
+@dataclass
+class _StepSums:
+    """One parallel step added up over the answering workers that run it."""
+
+    held: float = 0.0
+    grown: StepLessees = field(default_factory=StepLessees)
+    total: StepLessees = field(default_factory=StepLessees)
+    #: Per-second rates, each worker's growth over its own window: windows differ a little by worker.
+    rates: dict[str, float] = field(default_factory=dict)
+    timed: bool = False
+    """Whether some worker had a window to take rates over (else the rates are unknown, not zero)."""
+
+
+_LESSEE_RATES = ("leases", "releases", "seconds")
 
 
 def _grow(before: float, now: float) -> float:
     return now if now < before else now - before  # a counter that fell: the worker restarted
+
+
+def _lessee_growth(before: StepLessees, now: StepLessees) -> StepLessees:
+    grown = StepLessees(held=now.held)
+    for name in LESSEE_COUNTERS:
+        setattr(grown, name, _grow(getattr(before, name), getattr(now, name)))
+    return grown
+
+
+def _add_lessees(into: StepLessees, more: StepLessees) -> None:
+    for name in LESSEE_COUNTERS:
+        setattr(into, name, getattr(into, name) + getattr(more, name))
 
 
 def _add_buckets(into: Buckets, more: Buckets) -> None:
@@ -183,6 +228,8 @@ class Dashboard:
                 e2e=bucket_delta(now.e2e, before.e2e),
                 queue_wait=bucket_delta(now.queue_wait, before.queue_wait),
             )
+        for step, lessees in newest.lessees.items():
+            window.lessees[step] = _lessee_growth(oldest.lessees.get(step, StepLessees()), lessees)
         return window
 
     def _pipelines(self, now: float) -> list[Json]:
@@ -235,6 +282,58 @@ class Dashboard:
         for key, last in sorted(self._last_rows.items()):
             if key not in summed:  # its workers are down or stale: its last numbers, flagged
                 rows.append(last | {"stale": True, "missing": False, "throughput": None})
+        return rows
+
+    def _lessees(self, now: float) -> list[Json]:
+        """One row per parallel step some answering worker exports ``cadenza_lessees`` for."""
+        steps: dict[Step, _StepSums] = {}
+        for worker in self._workers:
+            if not worker.snapshots or not self._up(worker, now):
+                continue
+            window = self._window(worker)
+            for step, grown in window.lessees.items():
+                if grown.held is None:
+                    continue
+                sums = steps.setdefault(step, _StepSums())
+                sums.held += grown.held
+                _add_lessees(sums.grown, grown)
+                _add_lessees(sums.total, worker.snapshots[-1].lessees[step])
+                if window.seconds > 0:
+                    sums.timed = True
+                    for name in _LESSEE_RATES:
+                        rate = getattr(grown, name) / window.seconds
+                        sums.rates[name] = sums.rates.get(name, 0.0) + rate
+        rows: list[Json] = []
+        for (tenant, pipeline, operator), sums in sorted(steps.items()):
+            grown, total = sums.grown, sums.total
+            calls = grown.handed_calls + grown.lessor_calls
+            handoff = grown.handoff_seconds / grown.handed_calls if grown.handed_calls > 0 else None
+            rates: dict[str, float | None] = {
+                name: sums.rates.get(name, 0.0) if sums.timed else None for name in _LESSEE_RATES
+            }
+            rows.append(
+                {
+                    "tenant": tenant,
+                    "pipeline": pipeline,
+                    "operator": operator,
+                    "held": sums.held,
+                    "mean_held": rates["seconds"],
+                    "leases_rate": rates["leases"],
+                    "releases_rate": rates["releases"],
+                    "leases_total": total.leases,
+                    "releases_total": total.releases,
+                    "timeouts_window": grown.timeouts,
+                    "deaths_window": grown.deaths,
+                    "abandoned_window": grown.abandoned,
+                    "timeouts_total": total.timeouts,
+                    "deaths_total": total.deaths,
+                    "abandoned_total": total.abandoned,
+                    "handoff_us": None if handoff is None else round(handoff * 1e6, 3),
+                    "calls_window": calls,
+                    "lessee_share": grown.handed_calls / calls if calls > 0 else None,
+                    "trouble": grown.timeouts + grown.deaths + grown.abandoned > 0,
+                }
+            )
         return rows
 
     def _worker_rows(self, now: float) -> list[Json]:
@@ -307,6 +406,12 @@ class Dashboard:
                 row["url"]: {key: row.get(key) for key in ("busy_share", "buffered", "paused")}
                 for row in self._worker_rows(now)
             },
+            "lessees": {
+                f"{row['tenant']}/{row['pipeline']}/{row['operator']}": {
+                    key: row[key] for key in ("held", "mean_held")
+                }
+                for row in self._lessees(now)
+            },
         }
 
     # -- the page's JSON ---------------------------------------------------------------------------
@@ -329,6 +434,7 @@ class Dashboard:
                 "deadline_goal": self.deadline_goal,
                 "workers": self._worker_rows(now),
                 "pipelines": self._pipelines(now),
+                "lessees": self._lessees(now),
                 "history": [p for p in self._history if since is None or p["t"] > since],
                 "history_max": self._history.maxlen,
             }

@@ -1,8 +1,9 @@
 """The dashboard page, rendered on the server from the same JSON the page then polls.
 
-The first paint needs no JavaScript: tenants, workers and their state are in the HTML. ``app.js``
-then refreshes the tables and draws the history with the vendored uPlot every second. Values are
-escaped here and set with ``textContent`` there: tenant, pipeline and topic names come from user code.
+The first paint needs no JavaScript: tenants, workers, lessees and their state are in the HTML.
+``static/dashboard.js`` then refreshes the tables and draws the history with the vendored uPlot every
+second. Values are escaped here and set with ``textContent`` there: tenant, pipeline, step and topic
+names come from user code.
 """
 
 from __future__ import annotations
@@ -73,6 +74,28 @@ def _worker_row(row: Json) -> str:
     return f'<tr class="worker {escape(row["status"])}">{tds}</tr>'
 
 
+def _lessee_row(row: Json) -> str:
+    cells = [
+        escape(row["tenant"]),
+        escape(row["pipeline"]),
+        escape(row["operator"]),
+        _num(row["held"], 0),
+        _num(row["mean_held"], 2),
+        _num(row["leases_rate"], 2),
+        _num(row["releases_rate"], 2),
+        _num(row["leases_total"], 0),
+        _num(row["releases_total"], 0),
+        _num(row["timeouts_total"], 0),
+        _num(row["deaths_total"], 0),
+        _num(row["abandoned_total"], 0),
+        _num(row["handoff_us"]),
+        _ratio(row["lessee_share"]),
+    ]
+    tds = "".join(f"<td>{cell}</td>" for cell in cells)
+    trouble = " trouble" if row["trouble"] else ""
+    return f'<tr class="lessee{trouble}" data-step="{escape(row["operator"])}">{tds}</tr>'
+
+
 _PIPELINE_HEAD = (
     "tenant",
     "pipeline",
@@ -84,6 +107,22 @@ _PIPELINE_HEAD = (
     "records/s",
     "records in",
     "state",
+)
+_LESSEE_HEAD = (
+    "tenant",
+    "pipeline",
+    "step",
+    "lessees now",
+    "mean held",
+    "leases/s",
+    "releases/s",
+    "leases",
+    "releases",
+    "timeouts",
+    "deaths",
+    "abandoned",
+    "hand-off µs/call",
+    "calls on lessees",
 )
 _WORKER_HEAD = ("worker", "status", "busy", "buffered", "paused partitions", "restarts")
 
@@ -100,6 +139,8 @@ def render_page(view: Json) -> str:
     workers = "".join(_worker_row(row) for row in view["workers"]) or (
         f'<tr><td colspan="{len(_WORKER_HEAD)}">no worker announced yet</td></tr>'
     )
+    lessees = "".join(_lessee_row(row) for row in view["lessees"])
+    lessees_hidden = "" if lessees else " hidden"
     discovery = view.get("extras", {}).get("discovery")
     discovery_line = (
         f'<p id="discovery">following {escape(discovery["topic"])}: {discovery["workers"]} worker(s) '
@@ -138,6 +179,13 @@ def render_page(view: Json) -> str:
   <h3>Partitions</h3>
   <table id="partitions"><thead>{_head(("worker", "topic", "partition", "buffered", "lag"))}</thead>
   <tbody></tbody></table>
+</section>
+<section id="lessees-section"{lessees_hidden}>
+  <h2>Lessees</h2>
+  <p>steps declared with <code>parallel=</code>: rates, hand-off and shares over the window; leases,
+    releases, timeouts, deaths and abandoned threads since the workers started</p>
+  <table id="lessees"><thead>{_head(_LESSEE_HEAD)}</thead><tbody>{lessees}</tbody></table>
+  <div id="lessee-charts"></div>
 </section>
 <section>
   <h2>Critical path</h2>

@@ -4,13 +4,15 @@ The dashboard keeps no state of its own that matters: everything it shows is der
 workers already export at ``--metrics-port``, so a restart of the dashboard loses only the history it
 drew. The text is parsed and fetched by :mod:`cadenza.infra.metrics.scrape` (every reader of a
 worker's ``/metrics`` shares it), and only the series named in :mod:`cadenza.infra.metrics.names` are
-kept, summed over operators into one entry per (tenant, pipeline).
+kept, summed over operators into one entry per (tenant, pipeline). The lessee series of steps declared
+with ``parallel=`` are the exception: they are kept per step (tenant, pipeline, operator), because a
+pipeline's sum would hide which of its steps leases and which runs on the loop.
 """
 
 from __future__ import annotations
 
 import urllib.error
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from cadenza.infra.metrics import names
 from cadenza.infra.metrics.quantiles import Buckets
@@ -25,8 +27,11 @@ from cadenza.infra.metrics.scrape import (
 )
 
 __all__ = [
+    "LESSEE_COUNTERS",
     "PipelineCounts",
     "ScrapeError",
+    "Step",
+    "StepLessees",
     "WorkerSnapshot",
     "metrics_url",
     "parse_exposition",
@@ -55,6 +60,32 @@ class PipelineCounts:
         return self.met + self.missed
 
 
+Step = tuple[str, str, str]
+"""(tenant, pipeline, operator): one step declared with ``parallel=``."""
+
+
+@dataclass
+class StepLessees:
+    """The lessee series of one parallel step on one worker: a gauge, then cumulative counters."""
+
+    held: float | None = None
+    """``None`` when the worker did not export ``cadenza_lessees`` for the step: nothing to show."""
+    leases: float = 0.0
+    releases: float = 0.0
+    seconds: float = 0.0
+    timeouts: float = 0.0
+    deaths: float = 0.0
+    abandoned: float = 0.0
+    handoff_seconds: float = 0.0
+    handed_calls: float = 0.0
+    lessor_calls: float = 0.0
+
+
+LESSEE_COUNTERS: tuple[str, ...] = tuple(f.name for f in fields(StepLessees) if f.name != "held")
+"""The counter fields of :class:`StepLessees`, so a window's growth is taken of each alike (and of a
+counter added later without another line here)."""
+
+
 @dataclass
 class WorkerSnapshot:
     """One scrape: cumulative counters (which only grow until the worker restarts) and gauges."""
@@ -68,6 +99,7 @@ class WorkerSnapshot:
     restarts: float = 0.0
     partition_buffered: dict[tuple[str, int], float] = field(default_factory=dict)
     consumer_lag: dict[tuple[str, int], float] = field(default_factory=dict)
+    lessees: dict[Step, StepLessees] = field(default_factory=dict)
 
 
 def _pipeline(snapshot: WorkerSnapshot, sample: Sample) -> PipelineCounts | None:
@@ -91,6 +123,18 @@ _COUNTERS = {
     names.DEADLINES_MISSED.sample_name: "missed",
     names.RECORDS_DEAD_LETTERED.sample_name: "dead_lettered",
 }
+_LESSEE_SERIES = {
+    names.LESSEES.sample_name: "held",
+    names.LESSEE_LEASES.sample_name: "leases",
+    names.LESSEE_RELEASES.sample_name: "releases",
+    names.LESSEE_SECONDS.sample_name: "seconds",
+    names.LESSEE_TIMEOUTS.sample_name: "timeouts",
+    names.LESSEE_DEATHS.sample_name: "deaths",
+    names.LESSEE_ABANDONED.sample_name: "abandoned",
+    names.LESSEE_HANDOFF_SECONDS.sample_name: "handoff_seconds",
+    names.LESSEE_HANDED_CALLS.sample_name: "handed_calls",
+    names.LESSOR_CALLS.sample_name: "lessor_calls",
+}
 _BUCKETS = {
     f"{names.E2E_LATENCY.name}_bucket": "e2e",
     f"{names.QUEUE_WAIT.name}_bucket": "queue_wait",
@@ -112,6 +156,12 @@ def parse_exposition(text: str, at: float) -> WorkerSnapshot:
             if counts is not None:
                 attribute = _COUNTERS[name]
                 setattr(counts, attribute, getattr(counts, attribute) + value)
+        elif name in _LESSEE_SERIES:
+            step = label_key(sample, names.OPERATOR_LABELS)
+            if step is not None:
+                tenant, pipeline, operator = step
+                lessees = snapshot.lessees.setdefault((tenant, pipeline, operator), StepLessees())
+                setattr(lessees, _LESSEE_SERIES[name], value)
         elif name in _BUCKETS:
             counts = _pipeline(snapshot, sample)
             if counts is not None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import cadenza.demo
-from cadenza.dashboard import Dashboard, serve_dashboard
+from cadenza.dashboard import Dashboard, WorkerSnapshot, parse_exposition, serve_dashboard
 from cadenza.infra.kafka.clients import make_producer
 from cadenza.infra.metrics.prometheus import PrometheusExporter
 from cadenza.pipelines import load_pipelines
@@ -28,6 +28,7 @@ from cadenza.settings import KafkaSettings
 from cadenza.worker import Worker
 from cadenza.worker.config import WorkerConfig
 from cadenza.worker.parts import WorkerParts
+from tests.dashboard.test_lessees import Step, exposition
 from tests.worker.kafka_io import running
 
 playwright_sync = pytest.importorskip(
@@ -148,5 +149,44 @@ def test_the_page_shows_both_tenants_live_and_marks_the_one_missing_its_deadline
         assert shot.stat().st_size > 0
         if target := os.environ.get("CADENZA_DASHBOARD_SCREENSHOT"):  # how docs/dashboard.png is made
             shutil.copyfile(shot, target)
+        browser.close()
+    assert not errors, f"browser console errors: {errors}"
+
+
+def test_the_lessee_view_fills_in_and_draws_its_timeline() -> None:
+    """No broker: the worker is exposition text whose counters grow with the time of the scrape."""
+    start = time.time()
+
+    def scrape(url: str, at: float) -> WorkerSnapshot:
+        t = max(0.0, at - start)
+        step = Step(
+            held=3,
+            leases=3,
+            seconds=3 * t,
+            handoff_seconds=0.00005 * 400 * t,  # 50 us for each of 400 calls a second
+            handed_calls=400 * t,
+            lessor_calls=100 * t,
+        )
+        return parse_exposition(exposition({("shop", "orders", "enrich"): step}), at)
+
+    board = Dashboard(["w:1"], window_s=5.0, scraper=scrape)
+    with serve_dashboard(board, port=0, interval_s=0.5) as server, playwright_sync.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        errors: list[str] = []
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(server.url)
+        page.wait_for_selector("#lessees-section:not([hidden])", timeout=20_000)
+        cells = page.locator('#lessees tr.lessee[data-step="enrich"] td')
+        page.wait_for_function(
+            "() => document.querySelector('#lessees tr.lessee td:nth-child(14)').textContent !== '-'",
+            timeout=20_000,
+        )
+        assert cells.nth(3).inner_text() == "3"
+        assert cells.nth(12).inner_text() == "50.0"  # hand-off us per call
+        assert cells.nth(13).inner_text() == "80.0%"  # 400 of every 500 calls on the lessees
+        page.wait_for_selector("#lessee-charts .uplot", timeout=20_000)
+        assert page.locator("#lessee-charts .uplot").count() == 1
         browser.close()
     assert not errors, f"browser console errors: {errors}"

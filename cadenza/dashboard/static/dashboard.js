@@ -58,6 +58,19 @@
     }
   }
 
+  // Only steps declared with parallel= on a worker that exports cadenza_lessees: else no section.
+  function renderLessees(rows) {
+    document.getElementById("lessees-section").hidden = rows.length === 0;
+    const tbody = document.querySelector("#lessees tbody");
+    tbody.replaceChildren();
+    for (const l of rows) {
+      row(tbody, [l.tenant, l.pipeline, l.operator, num(l.held, 0), num(l.mean_held, 2), num(l.leases_rate, 2),
+        num(l.releases_rate, 2), num(l.leases_total, 0), num(l.releases_total, 0), num(l.timeouts_total, 0),
+        num(l.deaths_total, 0), num(l.abandoned_total, 0), num(l.handoff_us), pct(l.lessee_share)],
+        l.trouble ? "lessee trouble" : "lessee", { "data-step": l.operator });
+    }
+  }
+
   function renderExtra(id, value) {
     const el = document.getElementById(id);
     el.replaceChildren();
@@ -126,6 +139,13 @@
       chart(wc, w.url + ":buffer", w.url + ": buffered / paused partitions", ["buffered", "paused"],
         [xs, col("buffered"), col("paused")], ["#36c", "#c33"], "linear");
     }
+    const lc = document.getElementById("lessee-charts");
+    for (const l of view.lessees) {
+      const key = l.tenant + "/" + l.pipeline + "/" + l.operator;
+      const col = (field) => hist.map((pt) => (pt.lessees && pt.lessees[key] ? pt.lessees[key][field] : null));
+      chart(lc, key + ":lessees", l.tenant + " " + l.pipeline + " " + l.operator + ": lessees held",
+        ["now", "mean over window"], [xs, col("held"), col("mean_held")], ["#36c", "#c80"], "linear");
+    }
   }
 
   function markStale(serverStale) {
@@ -138,6 +158,7 @@
     staleAfterMs = view.stale_after_s * 1000;
     renderPipelines(view.pipelines);
     renderWorkers(view.workers);
+    renderLessees(view.lessees);
     renderExtra("critical-path", view.extras.critical_path);
     renderExtra("pool", view.extras.pool);
     renderExtra("true-rates", view.extras.true_rates);
