@@ -142,4 +142,6 @@ class ParallelOp(Operator):
         """Drop the calls of ``partitions`` (every partition: ``None``); nothing is released for them."""
         lanes = self.lanes
         for where in list(lanes) if partitions is None else [p for p in partitions if p in lanes]:
-            self.step.drop(list(lanes.pop(where)))
+            lane = lanes.pop(where)
+            self.step.drop(list(lane))
+            lane.clear()  # a release already due for it finds nothing to pass on

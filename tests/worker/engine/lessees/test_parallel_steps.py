@@ -185,3 +185,24 @@ def test_a_record_run_alone_stays_uncommitted_until_its_call_is_released() -> No
             engine.run_for(1.0)
         assert engine.inflight.advanced() == {("in", 0): 1}
         assert [r.value for r in driver.outputs("out")] == [{"n": 1}]
+
+
+def stops_on_3(value: dict[str, Any]) -> dict[str, Any]:
+    if value["n"] == 3:
+        raise ValueError("three")
+    time.sleep(0.01)
+    return value
+
+
+def test_a_pipeline_stopped_by_a_released_failure_releases_nothing_after_it() -> None:
+    """on_error="stop": the failure stops the pipeline at its record; what its lane held is dropped,
+    not passed on, and stays uncommitted."""
+    pipeline = Pipeline("par", tenant="t", latency_target="1s", on_error="stop")
+    pipeline.source("in").map(stops_on_3, parallel=3, executor="thread").sink("out")
+    with PipelineDriver([pipeline], partitions=1) as driver:
+        driver.pipe_many("in", [{"n": n} for n in range(10)])
+        assert [r.value["n"] for r in driver.outputs("out")] == [0, 1, 2]
+        assert "par" in driver.stopped
+        engine = driver._engine
+        assert engine.lessee_held == 0
+        assert engine.inflight.progress("in", 0).committable() == 3  # the failed record on stay
