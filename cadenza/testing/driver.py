@@ -210,6 +210,17 @@ class PipelineDriver:
         anything else as JSON. ``timestamp``: the Kafka timestamp in seconds (default: the clock).
         ``partition``: default, the producer's choice from the key.
         """
+        self._deliver([self._append(topic, value, key, timestamp, headers, partition)])
+
+    def _append(  # noqa: PLR0917 - pipe's arguments, in its order
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        timestamp: float | None,
+        headers: Mapping[str, str | bytes] | Sequence[tuple[str, str | bytes]] | None,
+        partition: int | None,
+    ) -> StoredRecord:
         if topic not in self._sources:
             raise CadenzaError(
                 f"{topic!r} is not a source topic of the pipelines; they read {sorted(self._sources)}"
@@ -218,7 +229,7 @@ class PipelineDriver:
         pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers or ())
         stored = [(name, item.encode() if isinstance(item, str) else item) for name, item in pairs]
         raw_key = key if isinstance(key, bytes) or key is None else encode_sink_key(key)
-        record = self.topics.append(
+        return self.topics.append(
             topic,
             raw,
             raw_key,
@@ -226,12 +237,20 @@ class PipelineDriver:
             partition=-1 if partition is None else partition,
             timestamp_ms=None if timestamp is None else round(timestamp * 1000),
         )
-        self._deliver([record])
 
-    def pipe_many(self, topic: str, values: Sequence[Any], **options: Any) -> None:
-        """:meth:`pipe` each of ``values`` with the same options."""
-        for value in values:
-            self.pipe(topic, value, **options)
+    def pipe_many(self, topic: str, values: Sequence[Any], *, batch: bool = False, **options: Any) -> None:
+        """:meth:`pipe` each of ``values`` with the same options.
+
+        ``batch``: all of them in one delivery, as one fetch hands a worker several records (and,
+        downstream, a repartition topic's records with its progress records): the interleavings
+        that only a batch has, such as records still at a lessee while later ones arrive."""
+        if not batch:
+            for value in values:
+                self.pipe(topic, value, **options)
+            return
+        key, timestamp = options.get("key"), options.get("timestamp")
+        headers, partition = options.get("headers"), options.get("partition")
+        self._deliver([self._append(topic, value, key, timestamp, headers, partition) for value in values])
 
     def advance(self, seconds: float) -> float:
         """Move the wall clock on by ``seconds`` (idle timeouts count it); returns the new time.

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cadenza.pipelines import PipelineGraph
 from cadenza.pipelines.graph import PASS_THROUGH_KINDS, NodeFunctions
+from cadenza.pipelines.parallel import ParallelSpec
 from cadenza.pipelines.window_specs import Hopping, Tumbling
 from cadenza.schemas import SchemaRegistryLike
 from cadenza.state import StateStore, StoreFactory
@@ -48,6 +49,7 @@ from cadenza.worker.engine.dead_letter import DeadLetters
 from cadenza.worker.engine.decode import Decoder, RepartitionDecoder, SourceDecoder
 from cadenza.worker.engine.operators.base import Operator, chain
 from cadenza.worker.engine.operators.join_step import JoinOp
+from cadenza.worker.engine.operators.parallel_step import ProgressHold
 from cadenza.worker.engine.operators.process_step import ProcessOp
 from cadenza.worker.engine.operators.progress import FrontierTap, ProgressGate, ProgressListener, ProgressTap
 from cadenza.worker.engine.operators.routing import KeyByOp
@@ -199,7 +201,8 @@ class TaskBuilder:
         elif tapped:
             root = ProgressTap(sub.entry, root, tapped)
         if sub.input_kind == "repartition" and sub.needs_event_time:
-            root = ProgressGate(sub.entry, root, listeners)
+            hold = ProgressHold(self.parallel) if self.parallel else None
+            root = ProgressGate(sub.entry, root, listeners, hold=hold)
         return Task(
             sub,
             decoder,
@@ -227,8 +230,8 @@ class TaskBuilder:
         return next((w for w in self.subtopologies if sub.input_topic in w.repartition_topics), None)
 
     def reached_statelessly(self, node_id: str) -> bool:
-        """Whether only steps that hand a record's event time on unchanged (``PASS_THROUGH_KINDS``)
-        lead from this sub-topology's entry to step ``node_id``."""
+        """Whether only steps that hand a record's event time on unchanged (``PASS_THROUGH_KINDS``),
+        none of them on lessees, lead from this sub-topology's entry to step ``node_id``."""
         graph = self.graph
         node = graph.node(node_id)
         while len(node.upstream) == 1:
@@ -238,6 +241,8 @@ class TaskBuilder:
             node = graph.node(upstream)
             if node.kind not in PASS_THROUGH_KINDS:
                 return False
+            if self.lessees is not None and not ParallelSpec.of(node.parameters).inline:
+                return False  # a record held at a lessee must not be vouched for ahead of it
         return False
 
     def join_inputs_here(self, node_id: str) -> list[int]:

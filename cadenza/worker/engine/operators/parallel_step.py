@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from cadenza.worker.engine.idle_clock import IdleClock
     from cadenza.worker.engine.lessees.hub import LesseeHub
 
-__all__ = ["ParallelOp"]
+__all__ = ["ParallelOp", "ProgressHold"]
 
 Lane = deque[Call]
 
@@ -40,7 +40,7 @@ Lane = deque[Call]
 class ParallelOp(Operator):
     """A stateless step whose calls run on lessees; see the module docstring."""
 
-    __slots__ = ("dead", "kind", "lanes", "next", "pipeline", "read_clock", "step")
+    __slots__ = ("dead", "hold", "kind", "lanes", "next", "pipeline", "read_clock", "step")
 
     def __init__(
         self,
@@ -64,6 +64,8 @@ class ParallelOp(Operator):
         self.read_clock = read_clock
         #: ``(input topic, partition)`` -> its calls not yet released, in arrival order.
         self.lanes: dict[tuple[str, int], Lane] = {}
+        #: The task's progress records waiting for calls ahead of them (a repartition reader's).
+        self.hold: ProgressHold | None = None
         self.step = hub.step(
             tenant=tenant,
             pipeline=pipeline,
@@ -98,9 +100,12 @@ class ParallelOp(Operator):
         stops the pipeline), the call stays, and its record stays uncommitted."""
         step = self.step
         clock = self.read_clock
+        hold = self.hold
         while lane and lane[0].done:
             call = lane[0]
             unit = call.unit
+            if hold is not None and not hold.lets(unit):
+                return  # a progress record before it waits for other calls; released after it
             if clock is not None:
                 clock.at = unit.read_at
             try:
@@ -113,6 +118,8 @@ class ParallelOp(Operator):
             pending = unit.pending
             if pending is not None:
                 pending[1] -= 1
+            if hold is not None:
+                hold.settle((unit.topic, unit.partition))
 
     def _emit(  # noqa: PLR0917 - the operator's calling convention, plus the outcome
         self,
@@ -145,3 +152,76 @@ class ParallelOp(Operator):
             lane = lanes.pop(where)
             self.step.drop(list(lane))
             lane.clear()  # a release already due for it finds nothing to pass on
+        if self.hold is not None:
+            self.hold.forget(partitions)
+
+
+class ProgressHold:
+    """The progress records of a repartition reader's task that wait for calls ahead of them.
+
+    A progress record tells the windows how far an upstream partition got; in offset order with the
+    records, it must reach them after every record before it and before every record after it. The
+    records may be at lessees, in the lanes of any parallel step of the task (in a chain, a record
+    released by one step is at once in the next one's lane). So a progress record waits while some
+    lane of its partition holds a call of an earlier record, and a lane releases no call of a later
+    record while a progress record before it waits. Each waiting record keeps its offset uncommitted.
+    """
+
+    __slots__ = ("ops", "waiting")
+
+    def __init__(self, ops: list[ParallelOp]) -> None:
+        self.ops = ops
+        for op in ops:
+            op.hold = self
+        #: ``(topic, partition)`` -> ``(offset, unit, deliver)`` of each waiting progress record.
+        self.waiting: dict[tuple[str, int], deque[tuple[int, Unit, Callable[[], None]]]] = {}
+
+    def busy(self, unit: Unit) -> bool:
+        """Whether progress record ``unit`` must wait: an earlier record's call is still held."""
+        where = (unit.topic, unit.partition)
+        return bool(self.waiting.get(where)) or self._ahead(where, unit.offset)
+
+    def defer(self, unit: Unit, deliver: Callable[[], None]) -> None:
+        self.waiting.setdefault((unit.topic, unit.partition), deque()).append((unit.offset, unit, deliver))
+        pending = unit.pending
+        if pending is not None:
+            pending[1] += 1
+
+    def lets(self, unit: Unit) -> bool:
+        """Whether a call of ``unit`` may be released: no progress record before it waits."""
+        waiting = self.waiting.get((unit.topic, unit.partition))
+        return not waiting or waiting[0][0] > unit.offset
+
+    def settle(self, where: tuple[str, int]) -> None:
+        """Deliver the waiting progress records nothing is ahead of any more; then release the calls
+        that waited behind them."""
+        waiting = self.waiting.get(where)
+        delivered = False
+        while waiting and not self._ahead(where, waiting[0][0]):
+            _, unit, deliver = waiting[0]
+            deliver()
+            waiting.popleft()
+            pending = unit.pending
+            if pending is not None:
+                pending[1] -= 1
+            delivered = True
+        if delivered:
+            for op in self.ops:
+                lane = op.lanes.get(where)
+                if lane:
+                    op.release(lane)
+
+    def _ahead(self, where: tuple[str, int], offset: int) -> bool:
+        for op in self.ops:
+            lane = op.lanes.get(where)
+            if lane and lane[0].unit.offset < offset:
+                return True
+        return False
+
+    def forget(self, partitions: set[tuple[str, int]] | None = None) -> None:
+        """Drop waiting progress records (their partition went, their pipeline stopped)."""
+        if partitions is None:
+            self.waiting.clear()
+        else:
+            for where in partitions:
+                self.waiting.pop(where, None)

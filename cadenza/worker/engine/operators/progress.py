@@ -4,7 +4,10 @@
 record (see :mod:`cadenza.worker.engine.wire`) carries no value, only how far an upstream partition got.
 It must reach the stateful steps (windows, join inputs) in offset order with the records, so it is
 queued and run like one, but it must not meet a user function on the way: the gate hands it
-straight to every stateful step of the task and passes records on unchanged.
+straight to every stateful step of the task and passes records on unchanged. When the task has
+steps on lessees, records before it may still be there: it then waits at the gate (a
+:class:`~cadenza.worker.engine.operators.parallel_step.ProgressHold`) until they are released, and
+the records after it wait until it is delivered, so the stateful steps see the same order.
 
 :class:`ProgressTap`: a key_by reached from the entry through stateless steps only (map, filter,
 flat_map, branch) is handed records with the event time they entered with, so how far its input
@@ -29,6 +32,7 @@ same rules: an upstream partition that has delivered nothing holds it back, unti
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable, Hashable, Sequence
@@ -36,6 +40,7 @@ from typing import Any, Protocol
 
 from cadenza.operators import WatermarkTracker, Window
 from cadenza.worker.engine.operators.base import Operator
+from cadenza.worker.engine.operators.parallel_step import ProgressHold
 from cadenza.worker.engine.operators.routing import KeyByOp
 from cadenza.worker.engine.unit import Unit
 
@@ -51,20 +56,38 @@ class ProgressListener(Protocol):
 
 
 class ProgressGate(Operator):
-    __slots__ = ("next", "steps")
+    """Hands progress records to the stateful steps, records on; with ``hold`` (the task has steps on
+    lessees), a progress record waits there until every record before it has been released."""
 
-    def __init__(self, node_id: str, next: Operator, steps: Sequence[ProgressListener]) -> None:
+    __slots__ = ("hold", "next", "steps")
+
+    def __init__(
+        self,
+        node_id: str,
+        next: Operator,
+        steps: Sequence[ProgressListener],
+        *,
+        hold: ProgressHold | None = None,
+    ) -> None:
         super().__init__(node_id)
         self.next = next
         self.steps = tuple(steps)
+        self.hold = hold
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
         origin = unit.origin
         if origin is not None and origin[1] < 0:
-            for step in self.steps:
-                step.progress(unit, origin[0], event_time)
+            hold = self.hold
+            if hold is not None and hold.busy(unit):
+                hold.defer(unit, functools.partial(self._deliver, unit, origin[0], event_time))
+                return
+            self._deliver(unit, origin[0], event_time)
             return
         self.next.process(unit, key, value, event_time, window)
+
+    def _deliver(self, unit: Unit, source: int, event_time: float) -> None:
+        for step in self.steps:
+            step.progress(unit, source, event_time)
 
 
 class ProgressTap(Operator):

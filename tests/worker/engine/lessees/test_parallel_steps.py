@@ -3,6 +3,7 @@ lessees, in offset order per partition; timeouts, deaths and failures dead-lette
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
@@ -10,10 +11,10 @@ from typing import Any, Literal
 
 import pytest
 from confluent_kafka import Message
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cadenza import Pipeline
+from cadenza import Pipeline, Tumbling
 from cadenza.testing import PipelineDriver
 from cadenza.worker.engine.lessees.hub import LesseeHub
 
@@ -206,3 +207,73 @@ def test_a_pipeline_stopped_by_a_released_failure_releases_nothing_after_it() ->
         engine = driver._engine
         assert engine.lessee_held == 0
         assert engine.inflight.progress("in", 0).committable() == 3  # the failed record on stay
+
+
+def _user(value: dict[str, Any]) -> str:
+    return str(value["u"])
+
+
+def _event_time(value: dict[str, Any]) -> float:
+    return float(value["t"])
+
+
+def _windowed(parallel: Any) -> Pipeline:
+    pipeline = Pipeline("win", tenant="t", latency_target="1s")
+    (
+        pipeline.source("events", timestamp=_event_time, max_out_of_orderness="1s")
+        .key_by(_user)
+        .map(jittery, parallel=parallel, executor="thread")
+        .window(Tumbling("1s"))
+        .count()
+        .sink("counts")
+    )
+    return pipeline
+
+
+events = st.lists(
+    st.tuples(st.sampled_from("xyz"), st.floats(0.0, 6.0, allow_nan=False).map(lambda t: round(t, 2))),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events)
+@example([("x", 0.1), ("y", 5.0), ("x", 5.0), ("z", 0.2)])
+def test_after_a_key_by_a_window_behind_a_parallel_step_counts_what_it_counts_without(
+    values: list[tuple[str, float]],
+) -> None:
+    """Progress records of the repartition topic arrive with the records; they must not reach the
+    window before the records ahead of them come back from the lessees."""
+    got = []
+    for lessees in (False, True):
+        # One source partition: every window closes on the records alone (no idle input).
+        with PipelineDriver([_windowed(3)], partitions=1, lessees=lessees) as driver:
+            driver.pipe_many("events", [{"u": u, "t": 1_700_000_000.0 + t} for u, t in values], batch=True)
+            driver.advance(60.0)
+            outputs = sorted(json.dumps([r.key, r.value], sort_keys=True) for r in driver.outputs("counts"))
+            late = sorted(json.dumps(r.value, sort_keys=True) for r in driver.late("win"))
+            got.append((outputs, late))
+    assert got[1] == got[0]
+
+
+def test_a_key_by_behind_a_parallel_step_learns_progress_from_released_records_not_at_the_entry() -> None:
+    """At the entry, a record would vouch for its partition's progress while records before it are
+    still at lessees; the key_by's progress records could then overtake them downstream."""
+
+    def key_bys(lessees: bool, parallel: Any) -> list[bool]:
+        pipeline = Pipeline("tap", tenant="t", latency_target="1s")
+        (
+            pipeline.source("events", timestamp=_event_time)
+            .map(jittery, parallel=parallel, executor="thread")
+            .key_by(_user)
+            .window(Tumbling("1s"))
+            .count()
+            .sink("counts")
+        )
+        with PipelineDriver([pipeline], lessees=lessees) as driver:
+            return [op.progress_at_entry for task in driver.plan.tasks for op in task.keyed]
+
+    assert key_bys(True, 1) == [True]  # a plain step: progress at the entry, as before
+    assert key_bys(False, 2) == [True]  # no lessees: the step is plain
+    assert key_bys(True, 2) == [False]
