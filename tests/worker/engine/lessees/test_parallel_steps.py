@@ -76,8 +76,8 @@ def _run(
         hub = driver._engine.lessees
         if hub is not None:
             assert hub.ready(30.0)  # so the calls go to lessees, not to a lessor helping meanwhile
-        for key, n in values:
-            driver.pipe("in", {"n": n}, key=key)
+        # One delivery, as one fetch: calls of several partitions are at lessees at once.
+        driver._deliver([driver._append("in", {"n": n}, key, None, None, None) for key, n in values])
         outputs = [(r.partition, r.key, r.value) for r in driver.outputs("out")]
         dead = [
             (bytes(r.headers["cadenza-error-type"] or b"").decode(), r.value)
