@@ -91,22 +91,25 @@ class Lifted(NamedTuple):
 
 
 class LiftedAggregator(Generic[A, R]):
-    """The aggregator of a window whose values are partial accumulators: ``add`` merges.
+    """The aggregator of a window whose values are :class:`Lifted` records: ``add`` merges.
 
-    ``init``, ``merge`` and ``result`` are the wrapped aggregator's; ``add(acc, partial)`` is
-    ``merge(acc, partial)``, or raises the error of a :class:`LiftFailure`. The window's code is the
-    plain one (it calls ``add(init(), partial)`` for a new window, that is ``merge(init(), partial)``),
-    so lateness, sessions and changelogs are the same code paths with or without lessees.
+    ``init``, ``merge`` and ``result`` are the wrapped aggregator's (:attr:`plain`); ``add(acc, record)``
+    is ``merge(acc, record.partial)``, or raises the error of a :class:`LiftFailure`. The window's code
+    is the plain one (it calls ``add(init(), record)`` for a new window, that is
+    ``merge(init(), partial)``), so lateness, sessions and changelogs take the same paths with or without
+    lessees; only sliding windows, which buffer values, have a lifted path of their own.
     """
 
-    __slots__ = ("init", "merge", "result")
+    __slots__ = ("init", "merge", "plain", "result")
 
     def __init__(self, aggregator: Aggregator[Any, A, R]) -> None:
         if getattr(aggregator, "mergeable", True) is False:
             raise ConfigError(
-                f"a window aggregate run on lessees merges partial accumulators, so it needs a merge "
-                f"function; {aggregator!r} has none"
+                "a window aggregate run on lessees merges partial accumulators, so it needs a merge "
+                "function (pass merge=... to aggregate())"
             )
+        #: The aggregator lifted: a sliding window folds buffered values with it.
+        self.plain = aggregator
         self.init = aggregator.init
         self.merge = aggregator.merge
         self.result = aggregator.result
@@ -115,7 +118,8 @@ class LiftedAggregator(Generic[A, R]):
     def mergeable(self) -> bool:
         return True
 
-    def add(self, acc: A, partial: A | LiftFailure) -> A:
+    def add(self, acc: A, record: Lifted) -> A:
+        partial = record[1]
         if type(partial) is LiftFailure:
             raise partial.error
-        return self.merge(acc, partial)  # type: ignore[arg-type]
+        return self.merge(acc, partial)

@@ -26,6 +26,7 @@ from cadenza.operators import (
     Aggregator,
     Count,
     Lift,
+    Lifted,
     LiftedAggregator,
     LiftFailure,
     Max,
@@ -138,12 +139,13 @@ def test_folding_a_value_in_equals_merging_its_lift(
 @pytest.mark.parametrize("name", sorted(BUILTINS))
 @given(values=VALUES)
 def test_a_fold_of_lifts_is_the_plain_fold(name: str, values: list[Any]) -> None:
-    """What a lifted window computes for one window: ``add`` of the lifted aggregator over partials."""
+    """What a lifted window computes for one window: ``add`` of the lifted aggregator over lifted records."""
     agg = BUILTINS[name]
     lift, lifted = Lift(agg.init, agg.add), LiftedAggregator(agg)
     acc = lifted.init()
     for number in values:
-        acc = lifted.add(acc, lift(_item(name, number)))
+        item = _item(name, number)
+        acc = lifted.add(acc, Lifted(item, lift(item)))
     assert same(agg.result(acc), agg.result(accumulator(name, values, False)))
 
 
@@ -184,8 +186,8 @@ def test_the_lifted_aggregator_raises_what_the_lift_raised_and_needs_merge() -> 
     lifted = LiftedAggregator(Sum[float]())
     error = ValueError("bad record")
     with pytest.raises(ValueError, match="bad record") as raised:
-        lifted.add(lifted.init(), LiftFailure(error))
+        lifted.add(lifted.init(), Lifted(None, LiftFailure(error)))
     assert raised.value is error
-    assert lifted.add(3, 4) == 7 and lifted.mergeable
+    assert lifted.add(3, Lifted(None, 4)) == 7 and lifted.mergeable
     with pytest.raises(ConfigError, match="needs a merge function"):
         LiftedAggregator(aggregate(lambda: 0, lambda acc, v: acc + v))
