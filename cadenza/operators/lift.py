@@ -22,6 +22,12 @@ late topic shows just as it would without lessees. A lift that raised arrives as
 ``add``, so it is dead-lettered exactly when the plain window would have (a record late for every one
 of its windows goes to the late topic instead, as ``add`` is never called for it).
 
+Sliding windows keep buffering the records' values, not their partials, and fold the buffered values
+with the plain ``add`` when a record opens a window (merging only that record's partial): so their
+state is the plain window's, a step whose ``parallel`` changed restores the other's changelog, and a
+buffered value whose ``add`` raises fails the windows opened over it as it would without lessees. It
+also means lessees take less off the worker's thread for sliding windows than for the other kinds.
+
 Pure logic: nothing here knows about processes or threads; the worker's runtime ships :class:`Lift`
 to its lessees (pickled, for process lessees) and builds the :class:`Lifted` values.
 """
