@@ -10,6 +10,7 @@ from cadenza.operators.event_time import (
     WindowResult,
 )
 from cadenza.operators.join import LEFT, RIGHT, JoinMatch, WindowedJoin
+from cadenza.operators.lift import Lift, Lifted, LiftedAggregator, LiftFailure
 from cadenza.operators.window_assigners import (
     HoppingWindows,
     SessionStore,
@@ -34,6 +35,10 @@ __all__ = [
     "HoppingWindows",
     "JoinMatch",
     "Late",
+    "Lift",
+    "LiftFailure",
+    "Lifted",
+    "LiftedAggregator",
     "Max",
     "Mean",
     "Min",

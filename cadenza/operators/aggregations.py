@@ -83,7 +83,13 @@ class Sum(Generic[V]):
 
 
 class _Extremum(Generic[V]):
-    """Min and Max share everything but the comparison; ``None`` stands for "no value yet"."""
+    """Min and Max share everything but the comparison; ``None`` stands for "no value".
+
+    A ``None`` item (``of(value)`` returning ``None``) is skipped by :meth:`add` as :meth:`merge`
+    skips a ``None`` accumulator, wherever it comes in the window: so folding a value in equals merging
+    in its one-value accumulator, which is what lets lessees fold records apart (see
+    :mod:`cadenza.operators.lift`), and the result does not depend on where in the window it came.
+    """
 
     __slots__ = ("_of",)
 
@@ -103,6 +109,8 @@ class _Extremum(Generic[V]):
 
     def add(self, acc: Any, value: V) -> Any:
         item = self._of(value) if self._of is not None else value
+        if item is None:
+            return acc
         return item if acc is None or self._wins(item, acc) else acc
 
     def merge(self, a: Any, b: Any) -> Any:
@@ -117,7 +125,7 @@ class _Extremum(Generic[V]):
 
 
 class Min(_Extremum[V]):
-    """Smallest value (or ``of(value)``); ``None`` for a window that saw none."""
+    """Smallest value (or ``of(value)``), ``None`` items left out; ``None`` for a window that saw none."""
 
     __slots__ = ()
 
@@ -127,7 +135,7 @@ class Min(_Extremum[V]):
 
 
 class Max(_Extremum[V]):
-    """Largest value (or ``of(value)``); ``None`` for a window that saw none."""
+    """Largest value (or ``of(value)``), ``None`` items left out; ``None`` for a window that saw none."""
 
     __slots__ = ()
 

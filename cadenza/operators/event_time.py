@@ -20,11 +20,12 @@ import math
 import time
 from collections.abc import Callable, Hashable, Iterable
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
 from cadenza.durations import parse_duration
 from cadenza.errors import ConfigError
 from cadenza.operators.aggregations import Aggregator
+from cadenza.operators.lift import LiftedAggregator
 from cadenza.operators.window_assigners import (
     Duration,
     HoppingWindows,
@@ -355,7 +356,9 @@ class WindowedAggregation(EventTimeState, Generic[K, V, A, R]):
             self._add = self._add_fixed
         elif isinstance(assigner, SlidingWindows):
             self._size = assigner.size
-            self._add = self._add_sliding
+            # A lifted window's values are Lifted records (the aggregator's V), whatever V says here.
+            lifted = isinstance(cast(object, aggregator), LiftedAggregator)
+            self._add = self._add_sliding_lifted if lifted else self._add_sliding
         elif isinstance(assigner, SessionWindows):
             if getattr(aggregator, "mergeable", True) is False or not callable(
                 getattr(aggregator, "merge", None)
@@ -550,6 +553,47 @@ class WindowedAggregation(EventTimeState, Generic[K, V, A, R]):
         if opens:
             self._push(t + lateness, key)
         self._state[key] = [new_windows, new_buffer]
+        return [Late(key, t, Window(t - size, t))] if own_late else []
+
+    def _add_sliding_lifted(self, key: Any, t: float, record: Any) -> list[Late]:
+        """:meth:`_add_sliding` for a record lifted on a lessee (a :class:`~cadenza.operators.Lifted`):
+        the windows it falls in merge its partial, but the buffer keeps its value, as without lessees,
+        and the window it opens folds the buffered values with the plain ``add`` before merging its own
+        partial. So the state is the plain window's (a step can change its ``parallel`` and restore the
+        other's changelog), and so are the failures: a buffered value whose ``add`` raises fails each
+        window opened over it, as it would without lessees. Kept apart from :meth:`_add_sliding` so the
+        plain path pays nothing for this one."""
+        size = self._size
+        lateness = self._lateness
+        watermark = self._watermark
+        own_late = t + lateness <= watermark
+        if t + size + lateness <= watermark:
+            return [Late(key, t, Window(t - size, t))]
+        agg = cast(LiftedAggregator[Any, Any], self._agg)  # chosen for one in __init__
+        windows, buffer = self._state.get(key) or [[], []]
+        own_exists = False
+        new_windows: list[Any] = []
+        for slot in windows:
+            if slot[0] <= t <= slot[1]:
+                new_windows.append([slot[0], slot[1], agg.add(slot[2], record)])
+                if slot[1] == t:
+                    own_exists = True
+            else:
+                new_windows.append(slot)
+        opens = not own_late and not own_exists
+        if opens:
+            start = t - size
+            plain = agg.plain
+            acc = plain.init()
+            for item in buffer:
+                if start <= item[0] <= t:
+                    acc = plain.add(acc, item[1])
+            new_windows.append([start, t, agg.add(acc, record)])  # the record is the buffer's last
+        if not buffer:
+            self._push(t + size + lateness, key)
+        if opens:
+            self._push(t + lateness, key)
+        self._state[key] = [new_windows, [*buffer, [t, record[0]]]]
         return [Late(key, t, Window(t - size, t))] if own_late else []
 
     def _add_session(self, key: Any, t: float, value: Any) -> list[Late]:

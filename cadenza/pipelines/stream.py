@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args, over
 
 from cadenza.operators.aggregations import Aggregator, Count, Max, Mean, Min, Sum
 from cadenza.operators.join import JoinHow
+from cadenza.operators.lift import Lift
 from cadenza.pipelines.graph import (
     NodeFunctions,
     SparkOutputMode,
@@ -23,7 +24,7 @@ from cadenza.pipelines.graph import (
     SparkStageSpec,
     TopicFormat,
 )
-from cadenza.pipelines.parallel import ExecutorKind, Parallel, parallel_spec
+from cadenza.pipelines.parallel import ExecutorKind, Parallel, ParallelSpec, parallel_spec
 from cadenza.pipelines.window_specs import WINDOW_SPEC_TYPES, Hopping, Session, Sliding, Tumbling
 
 if TYPE_CHECKING:
@@ -514,30 +515,63 @@ class WindowedStream(Generic[T]):
     def __repr__(self) -> str:
         return f"WindowedStream({self._stream!r}, {self._spec.describe()})"
 
-    def count(self, *, name: str | None = None) -> Stream[int]:
-        """Records per key and window."""
-        return self._builtin("count", name, None, Count())
+    def count(
+        self, *, name: str | None = None, parallel: Parallel = 1, executor: ExecutorKind = "process"
+    ) -> Stream[int]:
+        """Records per key and window (``parallel`` and ``executor``: as for :meth:`aggregate`)."""
+        return self._builtin("count", name, None, Count(), (parallel, executor))
 
-    def sum(self, fn: Callable[[T], float], *, name: str | None = None) -> Stream[float]:
-        """Sum of ``fn(value)`` per key and window."""
+    def sum(
+        self,
+        fn: Callable[[T], float],
+        *,
+        name: str | None = None,
+        parallel: Parallel = 1,
+        executor: ExecutorKind = "process",
+    ) -> Stream[float]:
+        """Sum of ``fn(value)`` per key and window (``parallel``, ``executor``: as for :meth:`aggregate`)."""
         self._stream._require_callable(fn, "sum()")
-        return self._builtin("sum", name, fn, Sum(fn))
+        return self._builtin("sum", name, fn, Sum(fn), (parallel, executor))
 
-    def min(self, fn: Callable[[T], float], *, name: str | None = None) -> Stream[float]:
-        """Smallest ``fn(value)`` per key and window."""
+    def min(
+        self,
+        fn: Callable[[T], float],
+        *,
+        name: str | None = None,
+        parallel: Parallel = 1,
+        executor: ExecutorKind = "process",
+    ) -> Stream[float]:
+        """Smallest ``fn(value)`` per key and window, a ``None`` left out (``parallel`` and ``executor``:
+        as for :meth:`aggregate`)."""
         self._stream._require_callable(fn, "min()")
-        return self._builtin("min", name, fn, Min(fn))
+        return self._builtin("min", name, fn, Min(fn), (parallel, executor))
 
-    def max(self, fn: Callable[[T], float], *, name: str | None = None) -> Stream[float]:
-        """Largest ``fn(value)`` per key and window."""
+    def max(
+        self,
+        fn: Callable[[T], float],
+        *,
+        name: str | None = None,
+        parallel: Parallel = 1,
+        executor: ExecutorKind = "process",
+    ) -> Stream[float]:
+        """Largest ``fn(value)`` per key and window, a ``None`` left out (``parallel`` and ``executor``:
+        as for :meth:`aggregate`)."""
         self._stream._require_callable(fn, "max()")
-        return self._builtin("max", name, fn, Max(fn))
+        return self._builtin("max", name, fn, Max(fn), (parallel, executor))
 
-    def mean(self, fn: Callable[[T], float], *, name: str | None = None) -> Stream[float]:
+    def mean(
+        self,
+        fn: Callable[[T], float],
+        *,
+        name: str | None = None,
+        parallel: Parallel = 1,
+        executor: ExecutorKind = "process",
+    ) -> Stream[float]:
         """Arithmetic mean of ``fn(value)`` per key and window (kept as a sum and a count); ``None``
-        for no values (JSON-safe, unlike NaN), though a window exists only once a record fell in it."""
+        for no values (JSON-safe, unlike NaN), though a window exists only once a record fell in it
+        (``parallel`` and ``executor``: as for :meth:`aggregate`)."""
         self._stream._require_callable(fn, "mean()")
-        return self._builtin("mean", name, fn, Mean(fn))
+        return self._builtin("mean", name, fn, Mean(fn), (parallel, executor))
 
     def aggregate(
         self,
@@ -546,12 +580,22 @@ class WindowedStream(Generic[T]):
         merge: Callable[[A, A], A] | None = None,
         *,
         name: str | None = None,
+        parallel: Parallel = 1,
+        executor: ExecutorKind = "process",
     ) -> Stream[A]:
         """A user aggregation: ``init()`` makes a fresh accumulator per key and window, ``add(acc, value)``
         folds a record in, ``merge(a, b)`` combines two accumulators.
 
         ``init`` is a function, not a value, so that windows never share a mutable accumulator.
         ``merge`` is required for session windows, which merge when a record bridges two of them.
+
+        ``parallel`` (``N`` or ``"auto"``) and ``executor`` (``"process"`` or ``"thread"``, as for
+        :meth:`Stream.map`) take the folding off the worker's thread: lessees compute each record's own
+        accumulator ``add(init(), value)``, and the window merges it in, in offset order, before it
+        fires as it would otherwise. That needs ``merge``, associative and commutative, with ``init()``
+        its identity and ``add(acc, v) == merge(acc, add(init(), v))``; then windows, lateness and dead
+        letters are exactly those without lessees (the built-in aggregations satisfy all of it). No
+        ``timeout``: a window cannot leave out a record that ran too long.
         """
         for fn, what in ((init, "aggregate() init"), (add, "aggregate() add")):
             self._stream._require_callable(fn, what)
@@ -562,7 +606,16 @@ class WindowedStream(Generic[T]):
                 "aggregate() over session windows needs merge=: sessions merge when a record bridges two",
                 self._stream.step,
             )
-        return self._aggregate("aggregate", name, fn=None, init=init, add=add, merge=merge, result=_identity)
+        return self._aggregate(
+            "aggregate",
+            name,
+            fn=None,
+            init=init,
+            add=add,
+            merge=merge,
+            result=_identity,
+            parallel=(parallel, executor),
+        )
 
     def _builtin(
         self,
@@ -570,6 +623,7 @@ class WindowedStream(Generic[T]):
         name: str | None,
         fn: Callable[..., Any] | None,
         aggregator: Aggregator[Any, Any, Any],
+        parallel: tuple[object, object],
     ) -> Stream[Any]:
         """A built-in aggregation: the aggregators of :mod:`cadenza.operators.aggregations`, the one
         definition of count, sum, min, max and mean."""
@@ -581,6 +635,7 @@ class WindowedStream(Generic[T]):
             add=aggregator.add,
             merge=aggregator.merge,
             result=aggregator.result,
+            parallel=parallel,
         )
 
     def _aggregate(
@@ -593,8 +648,10 @@ class WindowedStream(Generic[T]):
         add: Callable[[Any, Any], Any],
         merge: Callable[[Any, Any], Any] | None,
         result: Callable[[Any], Any],
+        parallel: tuple[object, object],
     ) -> Stream[Any]:
         stream = self._stream
+        spec = self._parallel(aggregation, init=init, add=add, merge=merge, parallel=parallel)
         step = stream._pipeline._add(
             "window_aggregate",
             aggregation,
@@ -605,12 +662,43 @@ class WindowedStream(Generic[T]):
                 "window": self._spec.model_dump(mode="json"),
                 "allowed_lateness_s": self._lateness_s,
                 "function": None if fn is None else _function_name(fn),
+                **spec.parameters(),
             },
             functions=NodeFunctions(fn=fn, init=init, add=add, merge=merge, result=result),
             keyed=True,
         )
         self._opened.aggregated = True
         return Stream(stream._pipeline, step)
+
+    def _parallel(
+        self,
+        aggregation: str,
+        *,
+        init: Callable[[], Any],
+        add: Callable[[Any, Any], Any],
+        merge: Callable[[Any, Any], Any] | None,
+        parallel: tuple[object, object],
+    ) -> ParallelSpec:
+        """The step's spec, or the error naming pipeline and step of what cannot work with lessees.
+
+        The keywords are checked first on their own, so that a missing ``merge`` is reported before
+        whatever in ``init`` or ``add`` would not pickle; then the pickling of what a process lessee
+        receives, :class:`~cadenza.operators.Lift` (``init``, ``add`` and a built-in's extractor).
+        """
+        pipeline = self._stream._pipeline
+        count, executor = parallel
+        try:
+            spec = parallel_spec(aggregation, _identity, count, executor, None)
+            if spec.inline:
+                return spec
+            if merge is None:
+                raise ValueError(
+                    f"{aggregation}() with parallel={count!r} needs merge=: lessees fold records into "
+                    "partial accumulators, which the window merges"
+                )
+            return parallel_spec(aggregation, Lift(init, add), count, executor, None)
+        except ValueError as exc:
+            raise pipeline._error(str(exc), pipeline._next_step_id(aggregation)) from None
 
 
 def _identity(acc: Any) -> Any:

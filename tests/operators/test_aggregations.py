@@ -122,3 +122,15 @@ def test_declared_aggregations_are_the_operators_aggregators_and_an_empty_mean_i
     result = mean.compile().functions[step.step].result
     assert result is not None
     assert result(mean.compile().functions[step.step].init()) is None  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("agg", "expected"), [(Min[Any](), 2), (Max[Any](), 7)])
+def test_min_and_max_leave_out_none_items_wherever_they_come(
+    agg: Aggregator[Any, Any, Any], expected: int
+) -> None:
+    """A ``None`` item is "no value" to ``add`` as to ``merge``: the result does not depend on its place
+    (it used to pass first and raise later), and folding it in equals merging its accumulator."""
+    for values in ([None, 7, 2], [7, None, 2], [7, 2, None]):
+        assert agg.result(fold(agg, values)) == expected
+    assert agg.add(5, None) == agg.merge(5, agg.add(agg.init(), None)) == 5
+    assert agg.result(fold(agg, [None, None])) is None

@@ -30,10 +30,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
+from cadenza.errors import ConfigError
 from cadenza.infra.metrics.prometheus import LatencyHistogram
 from cadenza.operators import (
     Aggregate,
+    Aggregator,
     HoppingWindows,
+    LiftedAggregator,
     SessionWindows,
     SlidingWindows,
     TumblingWindows,
@@ -51,7 +54,7 @@ from cadenza.worker.engine.operators.stateful import StatefulArgs, StatefulOpera
 from cadenza.worker.engine.unit import Unit
 from cadenza.worker.engine.wire import result_event_time
 
-__all__ = ["WindowOp", "aggregator_of", "assigner_of"]
+__all__ = ["LiftedWindowOp", "WindowOp", "aggregator_of", "assigner_of"]
 
 
 def assigner_of(
@@ -114,7 +117,7 @@ class WindowOp(StatefulOperator):
         #: upstream partitions for a repartition topic; ``None``: unknown, learnt from the records.
         self.inputs = inputs
         self.assigner = assigner_of(spec)
-        self.aggregator = aggregator_of(functions)
+        self.aggregator = self._aggregator_of(functions)
         # Built once here so a mistake such as a session window without merge fails at worker start,
         # not on a partition's first record.
         WindowedAggregation(self.assigner, self.aggregator)
@@ -124,6 +127,10 @@ class WindowOp(StatefulOperator):
         self.close_wait = close_wait
         self.lateness = allowed_lateness
         self.partitions: dict[int, _Partition] = {}
+
+    def _aggregator_of(self, functions: NodeFunctions) -> Aggregator[Any, Any, Any]:
+        """What the windows fold their values with (values are records here)."""
+        return aggregator_of(functions)
 
     # -- partitions ---------------------------------------------------------------------------------
 
@@ -245,6 +252,87 @@ class WindowOp(StatefulOperator):
             event_times=dict(part.event_times),
             origins=dict(part.origins),
         )
+
+
+class LiftedWindowOp(WindowOp):
+    """A window aggregate declared with ``parallel=``: lessees lift its records, this folds the lifts.
+
+    Each value it receives is a :class:`~cadenza.operators.Lifted` record, ``Lifted(value, partial)``
+    with ``partial = Lift(init, add)(value)`` computed on a lessee (or the
+    :class:`~cadenza.operators.LiftFailure` of that call), in offset order per partition like any
+    record. The windows merge the partial where :class:`WindowOp` adds the value
+    (:class:`~cadenza.operators.LiftedAggregator`); everything else is :class:`WindowOp`'s: window
+    assignment, watermarks, lateness, session merging, closing, the changelog and its format. The late
+    topic gets the record's own value, and a failed lift is dead-lettered exactly when the plain
+    window's ``add`` would have raised (never for a record late for all its windows, nor one the
+    restored state already holds), which is why the runtime must hand failures on, not dead-letter them.
+
+    A subclass rather than a flag so that the plain window's per-record path has no branch for this.
+    """
+
+    __slots__ = ()
+
+    def _aggregator_of(self, functions: NodeFunctions) -> Aggregator[Any, Any, Any]:
+        try:
+            return LiftedAggregator(aggregator_of(functions))
+        except ConfigError as exc:
+            raise ConfigError(f"step {self.node_id!r}: {exc}") from None
+
+    def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
+        # WindowOp.process, but for the record's own value (``raw``) in the late topic and in the check
+        # of what a sliding window buffers; a change to one belongs in the other.
+        raw = value[0]
+        partition = unit.partition
+        part = self._part(partition)
+        if not self._fresh(part, unit):
+            return
+        if part.pending_failures:
+            failed, part.pending_failures = part.pending_failures, []
+            for failure in failed:
+                self.dead.function_failed(unit, self.node_id, failure.error)
+        if part.pending:
+            pending, part.pending = part.pending, []
+            self._emit(unit, pending)
+        aggregation = part.aggregation
+        try:
+            encode_key(key)
+            late = aggregation.add(key, event_time, value)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            self.dead.function_failed(unit, self.node_id, _in_step(exc, self.node_id))
+            return
+        entry = part.view.get(key)
+        if entry is not None:
+            try:
+                for slot in entry[0]:
+                    check(slot[2])
+                if self.closed_end:
+                    check(raw)
+            except UnsupportedValueError as exc:
+                del part.view[key]
+                self.dead.function_failed(
+                    unit,
+                    self.node_id,
+                    UnsupportedValueError(
+                        f"step {self.node_id!r}: window state for this record's key cannot be stored, so "
+                        f"it was discarded: {exc}"
+                    ),
+                )
+                return
+        if late:
+            watermark = aggregation.watermark
+            for missed in late:
+                self.dead.late(unit, self.node_id, missed, raw, watermark)
+        origin = unit.origin
+        source = 0 if origin is None else origin[0]
+        self._observed(part, partition, source, event_time, unit.offset, record=True)
+        failures: list[WindowFailure] = []
+        results = aggregation.advance(part.tracker.watermark(), on_error=failures.append)
+        for failure in failures:
+            self.dead.function_failed(unit, self.node_id, failure.error)
+        if results:
+            self._emit(unit, results)
 
 
 def _in_step(exc: BaseException, node_id: str) -> BaseException:
