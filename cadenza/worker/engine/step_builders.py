@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias
 
+from cadenza.operators import Lift
 from cadenza.pipelines.graph import NodeFunctions, TopicFormat
 from cadenza.pipelines.parallel import ParallelSpec
 from cadenza.worker.engine.operators.base import Operator
@@ -22,7 +23,7 @@ from cadenza.worker.engine.operators.parallel_step import ParallelOp
 from cadenza.worker.engine.operators.process_step import ProcessOp
 from cadenza.worker.engine.operators.routing import KeyByOp, SinkOp
 from cadenza.worker.engine.operators.stateless import BranchOp, FilterOp, FlatMapOp, MapOp
-from cadenza.worker.engine.operators.window_step import WindowOp
+from cadenza.worker.engine.operators.window_step import LiftedWindowOp, WindowOp
 from cadenza.worker.engine.topology import UnsupportedStepError
 
 if TYPE_CHECKING:
@@ -150,17 +151,39 @@ def _window(b: TaskBuilder, node_id: str) -> Operator:
         raise UnsupportedStepError(
             f"pipeline {graph.name!r}, step {node_id!r}: a window aggregate needs a window spec"
         )
-    window = WindowOp(
+    functions = graph.functions.get(node_id, NodeFunctions())
+    parallel = ParallelSpec.of(node.parameters)
+    lifted = not parallel.inline and b.lessees is not None
+    window = (LiftedWindowOp if lifted else WindowOp)(
         node_id,
         spec,
-        graph.functions.get(node_id, NodeFunctions()),
+        functions,
         allowed_lateness=float(str(node.parameters.get("allowed_lateness_s", 0.0))),
         **b.stateful(node_id, "a window aggregate", b.disorder(node_id)),
         inputs=b.sources_of(b.sub),
         close_wait=None if b.hooks is None else b.hooks.close_wait(graph, node_id),
     )
     b.windows.append(window)
-    return window
+    if not lifted or b.lessees is None:
+        return window
+    if functions.init is None or functions.add is None:
+        raise UnsupportedStepError(
+            f"pipeline {graph.name!r}, step {node_id!r}: an aggregate needs init and add"
+        )
+    lift = ParallelOp(
+        node_id,
+        "lift",
+        Lift(functions.init, functions.add),
+        window,
+        b.dead,
+        hub=b.lessees,
+        spec=parallel,
+        tenant=graph.tenant,
+        pipeline=graph.name,
+        read_clock=b.read_clock,
+    )
+    b.parallel.append(lift)
+    return lift
 
 
 @register_step("process")

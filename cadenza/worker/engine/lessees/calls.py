@@ -13,12 +13,14 @@ import time
 from collections.abc import Callable, MutableSequence, Sequence
 from typing import Any
 
-__all__ = ["FILTER", "FLAT_MAP", "MAP", "Outcome", "run_batch"]
+__all__ = ["FILTER", "FLAT_MAP", "LIFT", "MAP", "Outcome", "run_batch"]
 
 MAP = 0
 FILTER = 1
 FLAT_MAP = 2
-KINDS = {"map": MAP, "filter": FILTER, "flat_map": FLAT_MAP}
+#: A window aggregate's lift (``add(init(), value)``): run like a map, released as a ``Lifted``.
+LIFT = 3
+KINDS = {"map": MAP, "filter": FILTER, "flat_map": FLAT_MAP, "lift": LIFT}
 
 Outcome = tuple[bool, Any]
 """``(True, what the call returned)`` (a map's value, a filter's verdict, a flat_map's list), or
@@ -42,12 +44,12 @@ def run_batch(
         progress[0] = float(index)
         progress[1] = clock()
         try:
-            if kind == MAP:
-                append((True, fn(value)))
-            elif kind == FILTER:
+            if kind == FILTER:
                 append((True, bool(fn(value))))
-            else:
+            elif kind == FLAT_MAP:
                 append((True, list(fn(value))))
+            else:
+                append((True, fn(value)))
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # the user's code: its failure is the record's outcome

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cadenza.errors import CadenzaError
 from cadenza.scheduling.context import start_deadline
-from cadenza.worker.engine.lessees.calls import FILTER, MAP, Outcome
+from cadenza.worker.engine.lessees.calls import FILTER, FLAT_MAP, Outcome
 from cadenza.worker.engine.lessees.leasing import LeaseRules, Leasing, slack
 
 if TYPE_CHECKING:
@@ -185,11 +185,11 @@ class LeasedStep:
 
     def _call(self, value: Any) -> Outcome:
         try:
-            if self.kind == MAP:
-                return True, self.fn(value)
             if self.kind == FILTER:
                 return True, bool(self.fn(value))
-            return True, list(self.fn(value))
+            if self.kind == FLAT_MAP:
+                return True, list(self.fn(value))
+            return True, self.fn(value)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # the user's code: its failure is the record's outcome

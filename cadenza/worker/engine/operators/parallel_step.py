@@ -1,5 +1,8 @@
 """A map, filter or flat_map declared with ``parallel=``: its calls run on lessees, in priority order,
-and its outputs leave in offset order per input partition.
+and its outputs leave in offset order per input partition. A window aggregate declared with
+``parallel=`` is one too, in front of its window: its call is the record's lift (its one-record
+accumulator, :class:`~cadenza.operators.Lift`), which the window merges (see
+:mod:`cadenza.operators.lift`).
 
 The operator keeps one *lane* per input partition: the calls of that partition in the order their
 records arrived (offset order, as the scheduler runs one operator-partition). A call's outcome may
@@ -20,9 +23,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cadenza.operators import Window
+from cadenza.operators import Lifted, LiftFailure, Window
 from cadenza.worker.engine.dead_letter import DeadLetters
-from cadenza.worker.engine.lessees.calls import FILTER, KINDS, MAP
+from cadenza.worker.engine.lessees.calls import FILTER, KINDS, LIFT, MAP
 from cadenza.worker.engine.lessees.leased_step import Call
 from cadenza.worker.engine.operators.base import Operator
 from cadenza.worker.engine.unit import Unit
@@ -131,10 +134,15 @@ class ParallelOp(Operator):
         ok: bool,
         result: Any,
     ) -> None:
+        kind = self.kind
+        if kind == LIFT:  # the window merges the partial, or dead-letters the failure where it would
+            self.next.process(
+                unit, key, Lifted(value, result if ok else LiftFailure(result)), event_time, window
+            )
+            return
         if not ok:
             self.dead.function_failed(unit, self.node_id, result)
             return
-        kind = self.kind
         if kind == MAP:
             self.next.process(unit, key, result, event_time, window)
         elif kind == FILTER:
