@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from cadenza.pipelines._format import format_duration
 from cadenza.pipelines.graph import NodeSpec, PipelineGraph
+from cadenza.pipelines.parallel import ParallelSpec
 from cadenza.pipelines.pipeline import Pipeline
 
 _TOPIC_KIND_LABELS = {
@@ -66,6 +67,12 @@ def _describe_one(graph: PipelineGraph) -> str:
 
 
 def _details(graph: PipelineGraph, node: NodeSpec) -> str:
+    text = _what(graph, node)
+    spec = ParallelSpec.of(node.parameters)
+    return text if spec.inline else f"{text}, {spec.describe()}"
+
+
+def _what(graph: PipelineGraph, node: NodeSpec) -> str:
     p = node.parameters
     if node.kind == "source":
         parts = [f"topic={p['topic']}", f"format={p['format']}"]

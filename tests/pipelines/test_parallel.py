@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from cadenza import Pipeline
-from cadenza.pipelines import PipelineDefinitionError
+from cadenza.pipelines import PipelineDefinitionError, describe
 from cadenza.pipelines.parallel import ParallelSpec
 
 
@@ -67,3 +67,13 @@ def test_what_cannot_work_is_refused(keywords: dict[str, object], message: str) 
     pipeline = Pipeline("p", tenant="t", latency_target="1s")
     with pytest.raises(PipelineDefinitionError, match=message):
         pipeline.source("in").map(json.dumps, **keywords)  # type: ignore[arg-type]
+
+
+def test_describe_shows_how_a_step_runs() -> None:
+    pipeline = Pipeline("p", tenant="t", latency_target="1s")
+    pipeline.source("in").map(json.dumps, parallel=3, executor="thread", timeout="500ms").filter(bool).sink(
+        "out"
+    )
+    text = describe([pipeline.compile()])
+    assert "map dumps, parallel=3 (thread, timeout 0.5s)" in text
+    assert "filter bool " in text  # a plain step says nothing more
