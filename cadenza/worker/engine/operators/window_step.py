@@ -155,6 +155,11 @@ class WindowOp(StatefulOperator):
     # -- records ------------------------------------------------------------------------------------
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
+        self._fold(unit, key, value, event_time, value)
+
+    def _fold(self, unit: Unit, key: Any, value: Any, event_time: float, raw: Any) -> None:
+        """Fold ``value`` into its windows; ``raw`` is the record's own value (what a sliding window
+        buffers and the late topic shows), which differs from ``value`` for a lifted window."""
         partition = unit.partition
         part = self._part(partition)
         if not self._fresh(part, unit):
@@ -181,7 +186,7 @@ class WindowOp(StatefulOperator):
                 for slot in entry[0]:  # [start, end, accumulator] per window: the accumulators are the user's
                     check(slot[2])
                 if self.closed_end:
-                    check(value)  # sliding windows buffer the records themselves
+                    check(raw)  # sliding windows buffer the records themselves
             except UnsupportedValueError as exc:
                 del part.view[key]  # what cannot be changelogged cannot stay: the key starts afresh
                 self.dead.function_failed(
@@ -196,7 +201,7 @@ class WindowOp(StatefulOperator):
         if late:
             watermark = aggregation.watermark
             for missed in late:
-                self.dead.late(unit, self.node_id, missed, value, watermark)
+                self.dead.late(unit, self.node_id, missed, raw, watermark)
         origin = unit.origin
         source = 0 if origin is None else origin[0]
         self._observed(part, partition, source, event_time, unit.offset, record=True)
@@ -279,60 +284,7 @@ class LiftedWindowOp(WindowOp):
             raise ConfigError(f"step {self.node_id!r}: {exc}") from None
 
     def process(self, unit: Unit, key: Any, value: Any, event_time: float, window: Window | None) -> None:
-        # WindowOp.process, but for the record's own value (``raw``) in the late topic and in the check
-        # of what a sliding window buffers; a change to one belongs in the other.
-        raw = value[0]
-        partition = unit.partition
-        part = self._part(partition)
-        if not self._fresh(part, unit):
-            return
-        if part.pending_failures:
-            failed, part.pending_failures = part.pending_failures, []
-            for failure in failed:
-                self.dead.function_failed(unit, self.node_id, failure.error)
-        if part.pending:
-            pending, part.pending = part.pending, []
-            self._emit(unit, pending)
-        aggregation = part.aggregation
-        try:
-            encode_key(key)
-            late = aggregation.add(key, event_time, value)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:
-            self.dead.function_failed(unit, self.node_id, _in_step(exc, self.node_id))
-            return
-        entry = part.view.get(key)
-        if entry is not None:
-            try:
-                for slot in entry[0]:
-                    check(slot[2])
-                if self.closed_end:
-                    check(raw)
-            except UnsupportedValueError as exc:
-                del part.view[key]
-                self.dead.function_failed(
-                    unit,
-                    self.node_id,
-                    UnsupportedValueError(
-                        f"step {self.node_id!r}: window state for this record's key cannot be stored, so "
-                        f"it was discarded: {exc}"
-                    ),
-                )
-                return
-        if late:
-            watermark = aggregation.watermark
-            for missed in late:
-                self.dead.late(unit, self.node_id, missed, raw, watermark)
-        origin = unit.origin
-        source = 0 if origin is None else origin[0]
-        self._observed(part, partition, source, event_time, unit.offset, record=True)
-        failures: list[WindowFailure] = []
-        results = aggregation.advance(part.tracker.watermark(), on_error=failures.append)
-        for failure in failures:
-            self.dead.function_failed(unit, self.node_id, failure.error)
-        if results:
-            self._emit(unit, results)
+        self._fold(unit, key, value, event_time, value[0])  # value: Lifted(the record's value, partial)
 
 
 def _in_step(exc: BaseException, node_id: str) -> BaseException:
