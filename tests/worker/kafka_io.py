@@ -147,6 +147,16 @@ def reading(settings: KafkaSettings, topics: Sequence[str]) -> Iterator[Reader]:
         reader.close()
 
 
+def committed(settings: KafkaSettings, group: str, topic: str, partitions: int) -> list[int]:
+    """The offsets ``group`` has committed for each partition of ``topic`` (negative: none yet)."""
+    consumer, _ = make_consumer(settings, group)
+    try:
+        wanted = [TopicPartition(topic, p) for p in range(partitions)]
+        return [tp.offset for tp in consumer.committed(wanted, 10)]
+    finally:
+        consumer.close()
+
+
 @contextlib.contextmanager
 def running(worker: Worker, join_timeout: float | None = 30.0) -> Iterator[Worker]:
     """Run ``worker`` in a thread until the block ends; re-raise what the worker raised. The block

@@ -14,10 +14,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
 
 from cadenza import Pipeline
-from cadenza.infra.kafka.clients import make_consumer
 from cadenza.pipelines import Tumbling
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
@@ -25,7 +23,7 @@ from cadenza.worker import Worker
 from cadenza.worker.config import WorkerConfig
 from cadenza.worker.kafka.group_plan import GroupPlan, PlanMismatchError, decide_plan, plan_fingerprint
 from tests.reliability._support import group, quick
-from tests.worker.kafka_io import produce, reading, running
+from tests.worker.kafka_io import committed, produce, reading, running
 
 RECORDS = 40
 
@@ -71,15 +69,6 @@ def test_the_decision_table() -> None:
     assert GroupPlan.decode(b'{"fingerprint": 1, "pipelines": []}') is None
 
 
-def _committed(settings: KafkaSettings, name: str, topic: str, partitions: int) -> list[int]:
-    consumer, _ = make_consumer(settings, name)
-    try:
-        wanted = [TopicPartition(topic, p) for p in range(partitions)]
-        return [tp.offset for tp in consumer.committed(wanted, 10)]
-    finally:
-        consumer.close()
-
-
 @pytest.mark.kafka
 @pytest.mark.timeout(120)
 def test_a_worker_of_another_plan_is_refused_before_committing_and_the_same_plan_joins(
@@ -93,7 +82,7 @@ def test_a_worker_of_another_plan_is_refused_before_committing_and_the_same_plan
         produce(settings, source, [(None, json.dumps({"n": n}).encode(), n % 2) for n in range(RECORDS)])
         reader.wait_for(lambda got: len(got[out]) >= RECORDS, timeout=45, what="the first results")
         deadline = time.monotonic() + 30
-        while sum(max(0, offset) for offset in _committed(settings, name, source, 2)) < RECORDS:
+        while sum(max(0, offset) for offset in committed(settings, name, source, 2)) < RECORDS:
             assert time.monotonic() < deadline, "the first results were not committed"
             time.sleep(0.2)
         # Another plan in the live group: refused, naming the group, both plans and the fix.
@@ -112,7 +101,7 @@ def test_a_worker_of_another_plan_is_refused_before_committing_and_the_same_plan
         with running(second):
             reader.wait_for(lambda got: len(got[out]) >= 2 * RECORDS, timeout=45, what="the second batch")
     # The refused worker committed nothing: the offsets are those of the group's own workers.
-    assert _committed(settings, name, source, 2) == [RECORDS, RECORDS]
+    assert committed(settings, name, source, 2) == [RECORDS, RECORDS]
     with reading(settings, [other_out]) as other:
         other.settle(1.0)
     assert other.records[other_out] == []

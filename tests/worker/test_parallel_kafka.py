@@ -8,15 +8,13 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import TopicPartition
 
-from cadenza.infra.kafka.clients import make_consumer
 from cadenza.pipelines import Pipeline
 from cadenza.settings import KafkaSettings
 from cadenza.testing.pytest_plugin import NewTopic
 from cadenza.worker import Worker
 from cadenza.worker.config import WorkerConfig
-from tests.worker.kafka_io import produce, reading, running
+from tests.worker.kafka_io import committed, produce, reading, running
 
 pytestmark = pytest.mark.kafka
 
@@ -30,15 +28,6 @@ def squared(value: dict[str, int]) -> dict[str, int]:
 
 def odd_squares(value: dict[str, int]) -> bool:
     return value["sq"] % 2 == 1
-
-
-def _committed(settings: KafkaSettings, group: str, topic: str, partitions: int) -> list[int]:
-    consumer, _ = make_consumer(settings, group)
-    try:
-        wanted = [TopicPartition(topic, p) for p in range(partitions)]
-        return [tp.offset for tp in consumer.committed(wanted, 10)]
-    finally:
-        consumer.close()
 
 
 def test_process_and_thread_lessees_give_the_plain_outputs_in_offset_order_and_commit_all(
@@ -61,7 +50,7 @@ def test_process_and_thread_lessees_give_the_plain_outputs_in_offset_order_and_c
         reader.wait_for(lambda got: len(got[sink]) >= expected, timeout=60, what="all outputs")
         reader.settle(0.5)
         deadline = time.monotonic() + 30
-        while sum(max(0, o) for o in _committed(kafka_settings, group, source, 3)) < RECORDS:
+        while sum(max(0, o) for o in committed(kafka_settings, group, source, 3)) < RECORDS:
             assert time.monotonic() < deadline, "the worker did not commit every input it finished"
             time.sleep(0.2)
         engine = worker.engine
