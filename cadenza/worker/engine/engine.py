@@ -143,6 +143,7 @@ class Engine:
         #: stage is exactly the plain one).
         self.lessees = plan.lessees
         if self.lessees is not None:
+            self.lessees.queued = self.queued  # what an "auto" step on the lessor has behind it
             self.lessees.start()  # the warm pool and the fixed lessees, before the first record
         self._parallel: dict[str, list[ParallelOp]] = {
             op.pipeline: [] for task in plan.tasks for op in task.parallel

@@ -6,8 +6,9 @@ here blocks: the lessor only waits on lessees in :meth:`wait`, when it has nothi
 
 The budget: process lessees leased at once are at most ``cores - 1`` (the lessor is a core too);
 thread lessees, which block rather than compute, at most ``max_threads``. A small pool of process
-lessees is started ahead (``warm``) and kept topped up, so a lease binds a running interpreter and
-never starts one on the hot path; a lessee given back returns to the pool while it is short.
+lessees is started ahead (``warm``) and topped up after a lease while another lease could follow,
+so a lease binds a running interpreter and never starts one on the hot path; a process given back
+stays in the pool while the budget could lease it again (processes are started once, not per burst).
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
     from cadenza.worker.engine.lessees.leased_step import Call
 
 __all__ = ["LesseeHub"]
+
+
+def _nothing_queued(_topic: str, _partition: int) -> int:
+    return 0
+
 
 #: Seconds the lessor runs queued calls itself when it has nothing else to run, per engine round.
 HELP_SLICE = 0.005
@@ -63,6 +69,9 @@ class LesseeHub:
         self._tokens = itertools.count(1)
         self._early: list[tuple[Lessee, Any]] = []
         self.started = False
+        #: ``(topic, partition) -> records queued in the scheduler``: the work behind a call a step
+        #: runs on the lessor (set by the engine that pumps this hub; nothing queued until then).
+        self.queued: Callable[[str, int], int] = _nothing_queued
 
     # -- building --------------------------------------------------------------------------------
 
@@ -120,7 +129,8 @@ class LesseeHub:
         if step.executor == "process":
             lessee = self.warm.pop() if self.warm else self._start_process()
             lessee.bind(step.kind, step.fn_bytes)
-            self._top_up()
+            if self.leased["process"] + 1 < self.process_cap:
+                self._top_up()  # a warm one for the next lease, if there can be one
         else:
             lessee = ThreadLessee(next(self._ids), self.results)
             lessee.start()
@@ -138,7 +148,10 @@ class LesseeHub:
             step.lessees.remove(lessee)
             self.ended(lessee, step, now)
         lessee.step = None
-        if isinstance(lessee, ProcessLessee) and len(self.warm) < self.warm_target:
+        # Kept warm while the budget could lease it again: a burst that comes back then binds it
+        # instead of starting an interpreter (a second of CPU on a small host) for the pool.
+        keep = self.warm_target + self.process_cap - self.leased["process"]
+        if isinstance(lessee, ProcessLessee) and len(self.warm) < keep:
             self.warm.append(lessee)
         else:
             lessee.stop()

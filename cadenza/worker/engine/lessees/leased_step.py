@@ -118,6 +118,8 @@ class Leases(Protocol):
 
     def token(self) -> int: ...
 
+    def queued(self, topic: str, partition: int) -> int: ...
+
 
 class LeasedStep:
     """The lessees, queue and batches of one parallel step (one per step and worker)."""
@@ -171,10 +173,13 @@ class LeasedStep:
         return self.lessor_may_run and not self.lessees and not self.queue and not self.batches
 
     def run_inline(self, unit: Unit, value: Any) -> Outcome:
-        """One call on the lessor, timed into the cost estimate; its slack read for the leasing."""
+        """One call on the lessor, timed into the cost estimate; its slack read for the leasing: its
+        start deadline less the calls still queued behind it in the scheduler, which the lessor
+        alone would run after it."""
         ctx = unit.ctx
         if ctx is not None:
-            left = start_deadline(ctx) - time.time()
+            behind = self.hub.queued(unit.topic, unit.partition)
+            left = start_deadline(ctx) - time.time() - self.cost * behind
             self.inline_slack = min(self.inline_slack, left)
         started = time.perf_counter()
         outcome = self._call(value)
