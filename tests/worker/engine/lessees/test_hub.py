@@ -7,6 +7,7 @@ from collections import deque
 from cadenza.pipelines.parallel import ParallelSpec
 from cadenza.worker.engine.lessees.calls import MAP
 from cadenza.worker.engine.lessees.hub import LesseeHub
+from cadenza.worker.engine.lessees.leased_step import Call
 from cadenza.worker.engine.lessees.lessee import ProcessLessee
 
 
@@ -14,7 +15,7 @@ def double(value: int) -> int:
     return value * 2
 
 
-def _ignore(_lane: deque[object]) -> None:
+def _ignore(_lane: deque[Call]) -> None:
     return None
 
 
