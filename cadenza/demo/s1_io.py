@@ -84,6 +84,14 @@ class Topics:
     def specs(self, partitions: int) -> list[TopicSpec]:
         return [TopicSpec(name, partitions) for name in asdict(self).values()]
 
+    def inputs(self) -> dict[str, str]:
+        """Each tenant's input topic: a scenario with more tenants (S6) subclasses with more topics."""
+        return {"LS": self.ls_in, "BA": self.ba_in}
+
+    def outputs(self) -> dict[str, str]:
+        """Each tenant's output topic, which :class:`OutputReader` reads."""
+        return {"LS": self.ls_out, "BA": self.ba_out}
+
 
 @dataclass
 class Output:
@@ -99,18 +107,24 @@ class Outputs(Protocol):
 
 
 class OutputReader:
-    """Reads both output topics from the beginning in a thread, as the system writes them."""
+    """Reads every tenant's output topic from the beginning in a thread, as the system writes them.
+
+    ``by_tenant`` holds each tenant's outputs in arrival order; ``ls`` and ``ba`` are two of its lists.
+    """
 
     def __init__(self, settings: KafkaSettings, topics: Topics, partitions: int) -> None:
         self.topics = topics
-        self.ls: list[Output] = []
-        self.ba: list[Output] = []
+        outputs = topics.outputs()
+        self.by_tenant: dict[str, list[Output]] = {tenant: [] for tenant in outputs}
+        self._tenant_of = {topic: tenant for tenant, topic in outputs.items()}
+        self.ls: list[Output] = self.by_tenant["LS"]
+        self.ba: list[Output] = self.by_tenant["BA"]
         self._stop = threading.Event()
         self._consumer, self._errors = make_consumer(settings, f"s1-reader-{uuid.uuid4().hex[:8]}")
         self._consumer.assign(
             [
                 TopicPartition(topic, partition, OFFSET_BEGINNING)
-                for topic in (topics.ls_out, topics.ba_out)
+                for topic in outputs.values()
                 for partition in range(partitions)
             ]
         )
@@ -126,8 +140,9 @@ class OutputReader:
                     value = json.loads(message.value() or b"null")
                 except ValueError:
                     continue
-                out = Output(value, message.timestamp()[1] / 1000.0)
-                (self.ls if message.topic() == self.topics.ls_out else self.ba).append(out)
+                tenant = self._tenant_of.get(message.topic() or "")
+                if tenant is not None:
+                    self.by_tenant[tenant].append(Output(value, message.timestamp()[1] / 1000.0))
 
     def close(self) -> None:
         self._stop.set()
@@ -146,12 +161,13 @@ def send_phase(
     first come first served before any system under test sees them.
     """
     stamped: list[tuple[Send, float]] = []
+    inputs = topics.inputs()
     for send in sends:
         delay = started + send.at - time.time()
         if delay > 0.0005:
             time.sleep(delay)
         ts = time.time()
-        topic = topics.ls_in if send.tenant == "LS" else topics.ba_in
+        topic = inputs[send.tenant]
         producer = producers[send.tenant]
         value = json.dumps({**send.value, "ts": ts}).encode()
         while True:

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,8 +56,16 @@ def system_process(  # noqa: PLR0917 - one call site, names in the signature
     logs: Path,
     metrics_port: int | None = None,
     peer: PeerCommand | None = None,
+    *,
+    pipelines: str = PIPELINES_MODULE,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """A process running S1: ``peer``'s command if given, else a cadenza worker under policy ``system``."""
+    """A process running S1: ``peer``'s command if given, else a cadenza worker under policy ``system``.
+
+    A scenario built on S1's harness (S6) runs its own ``pipelines`` module (an importable name, so
+    that a process lessee can import the functions it is sent) with ``extra_env`` on top: its own
+    topics and the worker's settings.
+    """
     logs.mkdir(parents=True, exist_ok=True)
     log = (logs / f"{run}.log").open("wb")
     env = {**os.environ, "CADENZA_BOOTSTRAP_SERVERS": settings.bootstrap_servers}
@@ -78,12 +86,13 @@ def system_process(  # noqa: PLR0917 - one call site, names in the signature
         )
         if config.ba_cost_kind == "cpu":
             env["S1_CPU_SECONDS"] = str(config.ba_cost_ms / 1000.0)
+        env.update(extra_env or {})
         command = [
             sys.executable,
             "-m",
             "cadenza",
             "worker",
-            PIPELINES_MODULE,
+            pipelines,
             "--policy",
             system,
             "--group",
@@ -126,9 +135,11 @@ class CpuSample:
     machine_s: float | None
 
     @classmethod
-    def take(cls, system_pid: int | None, broker_pid: int | None) -> CpuSample:
-        system, broker = process_cpu_seconds(system_pid), process_cpu_seconds(broker_pid)
-        return cls(time.monotonic(), system, broker, machine_busy_seconds())
+    def take(cls, system_pid: int | None, broker_pid: int | None, *, children: bool = False) -> CpuSample:
+        """``children``: count the system's child processes too (a worker's process lessees do its
+        work in them)."""
+        system = process_tree_cpu_seconds(system_pid) if children else process_cpu_seconds(system_pid)
+        return cls(time.monotonic(), system, process_cpu_seconds(broker_pid), machine_busy_seconds())
 
     def since(self, start: CpuSample) -> dict[str, float | None]:
         """Per process and for the machine: CPU seconds between ``start`` and this sample, and the
@@ -148,6 +159,39 @@ class CpuSample:
             "machine_s": machine,
             "others_s": None if machine is None else round(machine - sum(known), 2),
         }
+
+
+def process_tree_cpu_seconds(pid: int | None) -> float | None:
+    """CPU seconds process ``pid`` and its descendants have used so far (Linux ``/proc``): its own,
+    the children it has reaped, and each live descendant's own and reaped; ``None`` as
+    :func:`~cadenza.demo.machine.process_cpu_seconds` gives it.
+
+    A descendant's seconds pass into its parent's reaped children's when it exits and is waited
+    for, so the sum carries on across a lessee that is started and stopped between two samples.
+    """
+    if pid is None:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent, own and reaped children's seconds)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        stats[int(entry.name)] = (int(fields[1]), sum(int(f) for f in fields[11:15]) / tick)
+    if pid not in stats:
+        return None
+    children: dict[int, list[int]] = {}
+    for child, (parent, _) in stats.items():
+        children.setdefault(parent, []).append(child)
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += stats[current][1]
+        todo.extend(children.get(current, []))
+    return total
 
 
 def free_port() -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cadenza.demo.s1_config import TENANTS, Capacity, S1Config
-from cadenza.demo.s1_io import Outputs, Send
+from cadenza.demo.s1_io import Output, Outputs, Send
 from cadenza.demo.worker_metrics import STAGES
 from cadenza.infra.metrics.quantiles import sample_quantile
 
@@ -176,35 +176,9 @@ def measure(  # noqa: PLR0917
     ran at, from BA's mean seconds per job (``ba_run_s``) against the calibration's where both are
     known, else from the output rate during bursts."""
     calibrated_rps = capacity.ba_rps
-    ls_latencies: list[float] = []
-    ls_records = 0
-    ls_wrong = 0
-    seen_windows: set[tuple[str, float]] = set()
-    for out in reader.ls:
-        key = (str(out.value.get("key")), float(out.value.get("window_start", -1)))
-        if key not in expected.ls_windows or key in seen_windows:
-            continue
-        seen_windows.add(key)
-        count = int(out.value.get("value", 0))
-        ls_records += count
-        if count != expected.ls_windows[key]:
-            ls_wrong += 1  # a window closed before all its records were counted
-            continue
-        ls_latencies.append(out.timestamp - float(out.value["window_end"]))
-    ba_latencies: list[float] = []
-    seen_ids: set[int] = set()
-    ba_done: list[float] = []
-    for out in reader.ba:
-        job = int(out.value.get("id", -1))
-        sent = expected.ba_ids.get(job)
-        # Warm-up jobs reuse the measured phase's ids: only an output carrying this job's own send
-        # time is its result (taking the first output of an id matched warm-up outputs to measured
-        # jobs, with negative latencies).
-        if sent is None or job in seen_ids or abs(float(out.value.get("ts", -1.0)) - sent) > 1e-6:
-            continue
-        seen_ids.add(job)
-        ba_latencies.append(out.timestamp - sent)
-        ba_done.append(out.timestamp)
+    ls = window_results(reader.ls, expected.ls_windows)
+    ls_latencies = [latency for _, latency in ls.done]
+    ba_done, ba_latencies = job_results(reader.ba, expected.ba_ids)
     seconds = phase_end - phase_start
     sustained = sustained_rate(list(expected.ba_ids.values()), ba_done, SATURATED_BACKLOG_S * calibrated_rps)
     input_seconds = max(expected.ba_ids.values(), default=phase_start) - phase_start
@@ -219,17 +193,74 @@ def measure(  # noqa: PLR0917
     return {
         "load": load,
         "LS": tenant_stats(
-            ls_latencies, len(expected.ls_windows), config.ls_target, ls_records, seconds, ls_wrong
+            ls_latencies, len(expected.ls_windows), config.ls_target, ls.records, seconds, ls.wrong
         ),
         "BA": tenant_stats(ba_latencies, len(expected.ba_ids), config.ba_target, len(ba_latencies), seconds),
     }
 
 
-def strip_latencies(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+@dataclass
+class WindowResults:
+    """The window counts of a run that the measured phase expects: (arrival, latency) of each
+    correct one, the records they counted, and how many counted fewer records than were sent."""
+
+    done: list[tuple[float, float]] = field(default_factory=list)
+    records: int = 0
+    wrong: int = 0
+
+
+def window_results(outputs: Sequence[Output], expected: dict[tuple[str, float], int]) -> WindowResults:
+    """LS's results among ``outputs``: the first per expected (key, window); its latency runs from
+    the window's end to its output's timestamp."""
+    results = WindowResults()
+    seen: set[tuple[str, float]] = set()
+    for out in outputs:
+        key = (str(out.value.get("key")), float(out.value.get("window_start", -1)))
+        if key not in expected or key in seen:
+            continue
+        seen.add(key)
+        count = int(out.value.get("value", 0))
+        results.records += count
+        if count != expected[key]:
+            results.wrong += 1  # a window closed before all its records were counted
+            continue
+        results.done.append((out.timestamp, out.timestamp - float(out.value["window_end"])))
+    return results
+
+
+def matched_jobs(outputs: Sequence[Output], sent_at: dict[int, float]) -> list[tuple[Output, float]]:
+    """The result of each job in ``sent_at`` (id -> the ``ts`` it was sent with) among ``outputs``,
+    with that send time, in arrival order: a tenant whose outputs echo each input's ``id`` and ``ts``.
+
+    Warm-up jobs reuse the measured phase's ids: only an output carrying this job's own send time is
+    its result (taking the first output of an id matched warm-up outputs to measured jobs, with
+    negative latencies).
+    """
+    matched: list[tuple[Output, float]] = []
+    seen: set[int] = set()
+    for out in outputs:
+        job = int(out.value.get("id", -1))
+        sent = sent_at.get(job)
+        if sent is None or job in seen or abs(float(out.value.get("ts", -1.0)) - sent) > 1e-6:
+            continue
+        seen.add(job)
+        matched.append((out, sent))
+    return matched
+
+
+def job_results(outputs: Sequence[Output], sent_at: dict[int, float]) -> tuple[list[float], list[float]]:
+    """The result times and latencies of the jobs in ``sent_at`` (:func:`matched_jobs`)."""
+    matched = matched_jobs(outputs, sent_at)
+    return [out.timestamp for out, _ in matched], [out.timestamp - sent for out, sent in matched]
+
+
+def strip_latencies(
+    runs: dict[str, list[dict[str, Any]]], tenants: Sequence[str] = TENANTS
+) -> dict[str, list[dict[str, Any]]]:
     return {
         system: [
             {
-                t: {k: v for k, v in stats.items() if k != "latencies_ms"} if t in TENANTS else stats
+                t: {k: v for k, v in stats.items() if k != "latencies_ms"} if t in tenants else stats
                 for t, stats in run.items()
             }
             for run in entries
@@ -238,10 +269,10 @@ def strip_latencies(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[dic
     }
 
 
-def median_run(entries: list[dict[str, Any]]) -> dict[str, Any]:
+def median_run(entries: list[dict[str, Any]], tenants: Sequence[str] = TENANTS) -> dict[str, Any]:
     """Per tenant, the median of each figure over the repetitions, with min and max of the met ratio."""
     merged: dict[str, Any] = {}
-    for tenant in ("LS", "BA"):
+    for tenant in tenants:
         stats = [entry[tenant] for entry in entries]
         row: dict[str, Any] = {}
         for key in (
