@@ -5,7 +5,7 @@ apps it runs in their own venvs, not in the installed package (it would drag mat
 apps into every install). Each command here therefore finds that directory, puts it on ``sys.path``
 and calls the benchmark module's ``run_benchmark``; a wheel install without the checkout gets a clear
 error.
-New benchmarks (``s1``, ``overhead``, ``migration``) follow the same pattern: load the module with
+New benchmarks (``s1``, ``overhead``, ``migration``, ``dirigo``) follow the same pattern: load the module with
 :func:`load_benchmark`, call it, print its table.
 """
 
@@ -229,3 +229,39 @@ def migration(
     result = run_and_report(module, out, config=config, bootstrap=bootstrap)
     if not result["strategies"]:
         raise CadenzaError(f"no strategy ran to the end; see the logs in {out / 'logs'}")
+
+
+@bench_app.command("dirigo")
+@command_errors
+def dirigo(
+    out: OutOption,
+    quick: QuickOption = False,
+    bootstrap: BootstrapOption = None,
+    systems: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated systems: fifo and cameo (no lessees), cameo-auto (lessees by the "
+            "scheduler's slack), cameo-max (the most lessees, always on)."
+        ),
+    ] = "fifo,cameo,cameo-auto,cameo-max",
+    repetitions: Annotated[
+        int | None, typer.Option(min=1, help="Runs of each system (default: 3; 1 with --quick).")
+    ] = None,
+) -> None:
+    """S6: LS, a CPU-heavy BA map and a blocking IO map on one worker, with and without lessees.
+
+    Writes OUT/dirigo.json (per system and tenant: the share within target, p50/p99, CPU- and
+    lessee-seconds, the load it got; the broker's share of the cores; the issue's checks) and
+    OUT/dirigo.png (the lessees per step over time beside each tenant's latency). The full run
+    (3 repetitions of 4 systems) takes about 20 minutes, --quick about 4.
+    """
+    module = load_benchmark("bench_dirigo")
+    try:
+        chosen = module.parse_systems(systems)
+    except ValueError as exc:
+        raise CadenzaError(str(exc)) from None
+    result = run_and_report(
+        module, out, quick=quick, repetitions=repetitions, systems=chosen, bootstrap=bootstrap
+    )
+    if not result["systems"]:
+        raise CadenzaError(f"no system ran to the end; see the logs in {out / 'logs'}")
