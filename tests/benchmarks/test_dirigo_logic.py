@@ -182,22 +182,25 @@ def test_the_topics_include_ios() -> None:
 
 
 def _exposition(*, lessees: bool, leased: float = 0.0, seconds: float = 0.0) -> str:
+    """A worker's /metrics as the lessee runtime exports them (labels tenant, pipeline, operator)."""
     registry = CollectorRegistry()
     run = Histogram("cadenza_run_time_seconds", "run", ["tenant"], registry=registry)
     run.labels("LS").observe(1.5 + seconds)
     if lessees:
-        gauge = Gauge("cadenza_lessees", "leased", ["tenant", "pipeline", "step"], registry=registry)
+        labels = ["tenant", "pipeline", "operator"]
+        gauge = Gauge("cadenza_lessees", "leased", labels, registry=registry)
         gauge.labels("BA", "s6-ba", "2-map").set(leased)
         gauge.labels("IO", "s6-io", "2-map").set(leased * 4)
-        labels = ["tenant", "pipeline", "step"]
         counter = Counter("cadenza_lessee_seconds", "leased time", labels, registry=registry)
         counter.labels("BA", "s6-ba", "2-map").inc(seconds)
         counter.labels("IO", "s6-io", "2-map").inc(seconds * 4)
         for name in ("leases", "releases", "timeouts", "deaths", "abandoned"):
-            Counter(f"cadenza_lessee_{name}", name, ["tenant", "pipeline", "step"], registry=registry)
-        handoff = Histogram("cadenza_lessee_handoff_seconds", "handoff", ["tenant"], registry=registry)
-        for _ in range(int(seconds)):
-            handoff.labels("BA").observe(0.002)
+            Counter(f"cadenza_lessee_{name}", name, labels, registry=registry)
+        Counter("cadenza_lessor_calls", "calls the loop ran", labels, registry=registry)
+        handoff = Counter("cadenza_lessee_handoff_seconds", "handing off", labels, registry=registry)
+        handed = Counter("cadenza_lessee_handed_calls", "calls handed", labels, registry=registry)
+        handoff.labels("BA", "s6-ba", "2-map").inc(0.002 * seconds)
+        handed.labels("BA", "s6-ba", "2-map").inc(seconds)
     return generate_latest(registry).decode()
 
 
@@ -211,9 +214,10 @@ def test_lessee_usage_grows_per_tenant() -> None:
     assert usage["BA"]["lessee_s"] == pytest.approx(10.0)
     assert usage["IO"]["lessee_s"] == pytest.approx(40.0)
     assert usage["LS"]["lessee_s"] == 0.0  # exported, never leased
-    assert usage["BA"]["timeouts"] == 0.0
+    assert usage["BA"]["timeouts"] == usage["BA"]["lessor_calls"] == 0.0
+    assert usage["BA"]["handed_calls"] == 10.0
     assert usage["BA"]["handoff_ms"] == pytest.approx(2.0)
-    assert usage["IO"]["handoff_ms"] is None
+    assert usage["IO"]["handoff_ms"] is None  # handed nothing off
 
 
 def test_lessee_usage_is_null_without_a_runtime_or_a_scrape() -> None:
@@ -272,7 +276,7 @@ def _tenant(ratio: float, *, lessee_s: float | None = None, cpu_s: float = 1.0) 
 def _run(ls: float, ba: float, io: float, lessee_s: float | None = None) -> dict[str, Any]:
     share = None if lessee_s is None else lessee_s / 2
     ba_row = _tenant(ba, lessee_s=share)
-    ba_row["load"] = {"actual": 1.2, "off_load": False}
+    ba_row["load"] = {"actual": 1.2, "off_load": False, "mean_input_load": 1.27}
     return {
         "LS": _tenant(ls, lessee_s=None if lessee_s is None else 0.0),
         "BA": ba_row,
@@ -342,6 +346,7 @@ def test_the_table_shows_each_system_its_resources_and_the_checks() -> None:
     assert lines[0].split()[:4] == ["system", "LS", "in", "target"]
     assert any(line.startswith("cameo ") and "27.8%" in line and "10.7%" in line for line in lines)
     assert any(line.startswith("cameo-auto") and "60.0" in line and "0.12" in line for line in lines)
+    assert any(line.startswith("cameo ") and line.endswith("1.27") for line in lines)  # BA's load
     assert "MET        without_lessees_fail" in table
     assert "NOT JUDGED lessee_seconds" in table
     assert "MET        auto_satisfied" in table
