@@ -62,7 +62,7 @@ from cadenza.demo.s1_results import (
     tenant_stats,
     window_results,
 )
-from cadenza.demo.worker_metrics import kafka_requests, mean_run_seconds, scrape
+from cadenza.demo.worker_metrics import kafka_requests, loop_stalls, mean_run_seconds, scrape
 from cadenza.infra.kafka.clients import make_admin, make_producer
 from cadenza.infra.kafka.topics import ensure_topics
 from cadenza.infra.metrics.quantiles import sample_quantile
@@ -537,6 +537,7 @@ def run_system(  # noqa: PLR0917
     result["leases"] = sampler.timeline(phase_start) if sampler is not None else {"t": [], "steps": {}}
     result["cpu"] = cpu
     result["kafka_requests"] = kafka_requests(at_start, at_end) if at_end else {}
+    result["stalls"] = loop_stalls(at_start, at_end) if at_end else {}
     result["broker_cores"] = _per_wall(cpu["broker_s"], cpu["wall_s"])
     result["worker_cores"] = _per_wall(cpu["system_s"], cpu["wall_s"])
     result["steps"] = step_env(system, config)
@@ -550,6 +551,8 @@ def run_system(  # noqa: PLR0917
         f"{t} {_ratio(result[t]['deadline_met_ratio'])} (p99 {_ms(result[t]['p99_ms'])} ms)" for t in TENANTS
     ]
     progress(f"  {name}: in target: {', '.join(said)}")
+    stalls = [f"{phase} {n['stalls']:.0f} ({n['seconds']:.2f} s)" for phase, n in result["stalls"].items()]
+    progress(f"  {name}: stalls of the worker's loop while measured: {', '.join(stalls) or 'none'}")
     return result
 
 
@@ -773,7 +776,9 @@ def plot(result: Mapping[str, Any], runs: Mapping[str, list[dict[str, Any]]], pa
             ax.text(
                 0.5,
                 0.5,
-                "no cadenza_lessees gauge exported",
+                "no lessees: both maps on the worker's thread (parallel=1)"
+                if SYSTEMS[name].lessees == "off"
+                else "no cadenza_lessees gauge exported",
                 ha="center",
                 va="center",
                 transform=ax.transAxes,
@@ -795,6 +800,8 @@ def plot(result: Mapping[str, Any], runs: Mapping[str, list[dict[str, Any]]], pa
                 label=f"{tenant} p99",
             )
             ax.axhline(run[tenant]["target_ms"], color=colors[tenant], linestyle=":", linewidth=1)
+        ends = [r["t"] + 1.0 for t in TENANTS for r in run[t].get("timeline", [])]
+        ax.set_xlim(min([0.0, *leases["t"]]), max([1.0, *ends, *leases["t"]]))
         ax.set_yscale("log")
         ax.set_title(f"{name}: latency p99 per second (dotted: targets)")
         ax.set_xlabel("s since the measured phase began")
