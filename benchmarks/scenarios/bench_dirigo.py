@@ -146,7 +146,7 @@ class DirigoConfig:
 
 
 def quick_config(**overrides: Any) -> DirigoConfig:
-    """One repetition of 20 s per system and a shorter calibration: about four minutes on 2 cores."""
+    """One repetition of 20 s per system and a shorter calibration: about three minutes on 2 cores."""
     base = replace(BASE, duration=20.0, warmup=5.0, drain=10.0, calibration_skip=4.0, calibration_measure=8.0)
     return DirigoConfig(**{"base": base, "repetitions": 1, **overrides})
 

@@ -253,7 +253,7 @@ def dirigo(
     Writes OUT/dirigo.json (per system and tenant: the share within target, p50/p99, CPU- and
     lessee-seconds, the load it got; the broker's share of the cores; the issue's checks) and
     OUT/dirigo.png (the lessees per step over time beside each tenant's latency). The full run
-    (3 repetitions of 4 systems) takes about 20 minutes, --quick about 4.
+    (3 repetitions of 4 systems) takes about 15 minutes on 2 cores, --quick about 3.
     """
     module = load_benchmark("bench_dirigo")
     try:
