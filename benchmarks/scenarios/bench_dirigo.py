@@ -13,7 +13,8 @@ Three tenants on one ``cadenza worker`` (``s6_pipelines.py``):
 Systems (``SYSTEMS``): ``fifo`` and ``cameo`` without lessees (every map ``parallel=1``, on the
 worker's one thread); ``cameo-auto``, both maps ``parallel="auto"`` (BA on process lessees, IO on
 thread lessees) leased by the scheduler's slack; ``cameo-max``, the most lessees the worker allows,
-always on: BA ``parallel=cores-1`` processes, IO ``parallel=max_thread_lessees`` threads (8).
+always on: BA ``parallel=cores-1`` processes (at least 2, which the worker's budget holds to one
+process lessee on 2 cores), IO ``parallel=max_thread_lessees`` threads (8).
 
 Records are sized as S1's ``heavy`` sizing (LS 100/s, 2 partitions, producers lingering 25 ms for LS
 and 50 ms for BA, IO's 50 ms), so that the embedded broker stays a small share of the two cores; its
@@ -108,10 +109,13 @@ SYSTEMS: dict[str, System] = {
 #: BA-heavy's 2 ms of CPU per record at 1.2x one process's capacity. LS's capacity is not measured:
 #: 100 clicks/s are a small share of a worker.
 BASE = sized("heavy", ba_cost_ms=2.0, load=1.2, calibrate_ls=False)
-#: A call of the always-on BA map bound to this many seconds (far beyond its 2 ms): a step with a
-#: timeout always runs on a lessee, so ``parallel=1`` with it keeps one process lessee on where
-#: ``cores - 1`` is 1 (``parallel=1`` alone would run the map on the worker's thread).
-ALWAYS_ON_TIMEOUT_S = 60.0
+#: The fewest process lessees ``cameo-max`` asks of BA's map: ``parallel=1`` is the worker's own
+#: thread. Where ``cores - 1`` is 1 (2 cores), ``parallel=2`` is held to the one process lessee the
+#: worker's budget allows, always leased, and the worker's thread still helps with BA's calls when
+#: it has nothing else to run, as under ``"auto"``. (A timeout would also keep one lessee at
+#: ``parallel=1``, but a step with a timeout never runs on the worker's thread: BA would have less
+#: capacity than under ``"auto"``, 1 core instead of 1 and the thread's spare.)
+ALWAYS_ON_MIN_PROCESSES = 2
 
 
 @dataclass(frozen=True)
@@ -157,20 +161,16 @@ def quick_config(**overrides: Any) -> DirigoConfig:
 def step_env(system: System, config: DirigoConfig) -> dict[str, str]:
     """The ``S6_*`` variables that declare how ``s6_pipelines``' two maps run under ``system``."""
     if system.lessees == "off":
-        ba, io = ("1", ""), ("1", "")
+        ba, io = "1", "1"
     elif system.lessees == "auto":
-        ba, io = ("auto", ""), ("auto", "")
+        ba, io = "auto", "auto"
     else:
-        processes = config.cores - 1
-        ba = (str(processes), "") if processes >= 2 else ("1", f"{ALWAYS_ON_TIMEOUT_S:g}")
-        io = (str(config.max_thread_lessees), "")
+        ba, io = str(max(config.cores - 1, ALWAYS_ON_MIN_PROCESSES)), str(config.max_thread_lessees)
     return {
-        "S6_BA_PARALLEL": ba[0],
+        "S6_BA_PARALLEL": ba,
         "S6_BA_EXECUTOR": "process",
-        "S6_BA_TIMEOUT": ba[1],
-        "S6_IO_PARALLEL": io[0],
+        "S6_IO_PARALLEL": io,
         "S6_IO_EXECUTOR": "thread",
-        "S6_IO_TIMEOUT": io[1],
     }
 
 

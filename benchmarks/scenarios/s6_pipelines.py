@@ -12,7 +12,7 @@ under that name, which a module loaded from a path (``_cadenza_user_...``) would
   a slow service would) -> the same shape.
 
 How the two maps run comes from ``S6_BA_*`` and ``S6_IO_*`` (``PARALLEL``: 1, N or auto;
-``EXECUTOR``; ``TIMEOUT``: seconds or empty), so one module serves every system of the benchmark.
+``EXECUTOR``), so one module serves every system of the benchmark.
 Each output carries ``cpu_ms``, the CPU time of the call in the thread that ran it, wherever that
 was: the benchmark's CPU seconds per tenant for the two maps.
 """
@@ -66,11 +66,6 @@ def _executor(name: str, default: ExecutorKind) -> ExecutorKind:
     return "thread" if os.environ.get(name, default) == "thread" else "process"
 
 
-def _timeout(name: str) -> float | None:
-    value = os.environ.get(name, "").strip()
-    return float(value) if value else None
-
-
 def _env(name: str, default: str) -> str:
     return os.environ.get(f"S6_{name}", default)
 
@@ -80,7 +75,6 @@ ba.source(os.environ.get("S1_BA_IN", "s6-ba-in"), value=Job).map(
     score,
     parallel=_parallel("S6_BA_PARALLEL"),
     executor=_executor("S6_BA_EXECUTOR", "process"),
-    timeout=_timeout("S6_BA_TIMEOUT"),
 ).sink(os.environ.get("S1_BA_OUT", "s6-ba-out"))
 
 io = Pipeline(f"s6-io-{RUN}", tenant="IO", latency_target=f"{_env('IO_TARGET', '1')}s")
@@ -88,5 +82,4 @@ io.source(_env("IO_IN", "s6-io-in"), value=Job).map(
     wait_io,
     parallel=_parallel("S6_IO_PARALLEL"),
     executor=_executor("S6_IO_EXECUTOR", "thread"),
-    timeout=_timeout("S6_IO_TIMEOUT"),
 ).sink(_env("IO_OUT", "s6-io-out"))

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from bench_dirigo import (
-    ALWAYS_ON_TIMEOUT_S,
     SCENARIOS_DIR,
     SYSTEMS,
     DirigoConfig,
@@ -49,7 +48,6 @@ def test_without_lessees_both_maps_run_on_the_worker_thread() -> None:
     for name in ("fifo", "cameo"):
         env = step_env(SYSTEMS[name], DirigoConfig(cores=2))
         assert (env["S6_BA_PARALLEL"], env["S6_IO_PARALLEL"]) == ("1", "1")
-        assert env["S6_BA_TIMEOUT"] == env["S6_IO_TIMEOUT"] == ""
 
 
 def test_auto_leases_processes_for_ba_and_threads_for_io() -> None:
@@ -60,16 +58,15 @@ def test_auto_leases_processes_for_ba_and_threads_for_io() -> None:
 
 def test_always_on_keeps_cores_minus_one_processes_and_the_thread_budget() -> None:
     env = step_env(SYSTEMS["cameo-max"], DirigoConfig(cores=4, max_thread_lessees=8))
-    assert (env["S6_BA_PARALLEL"], env["S6_BA_TIMEOUT"]) == ("3", "")
+    assert env["S6_BA_PARALLEL"] == "3"
     assert env["S6_IO_PARALLEL"] == "8"
 
 
-def test_on_two_cores_the_one_process_lessee_is_kept_by_a_timeout() -> None:
-    # parallel=1 alone would be the worker's own thread: a timeout puts the map on a lessee.
+def test_on_two_cores_always_on_asks_two_processes_of_a_budget_of_one() -> None:
+    # parallel=1 would be the worker's thread; the budget (cores - 1) holds parallel=2 to one lessee.
     env = step_env(SYSTEMS["cameo-max"], DirigoConfig(cores=2))
-    assert env["S6_BA_PARALLEL"] == "1"
-    assert float(env["S6_BA_TIMEOUT"]) == ALWAYS_ON_TIMEOUT_S
-    assert not ParallelSpec(1, "process", float(env["S6_BA_TIMEOUT"])).inline
+    assert env["S6_BA_PARALLEL"] == "2"
+    assert not ParallelSpec(int(env["S6_BA_PARALLEL"]), "process", None).inline
 
 
 def test_the_worker_can_import_the_pipelines_and_gets_the_lessee_settings() -> None:
