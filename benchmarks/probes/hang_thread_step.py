@@ -72,10 +72,9 @@ def run(settings: KafkaSettings, system: str, seconds: float, rate: float, hang_
         consumer.subscribe(list(outputs))
         while not stop.is_set():
             for message in consumer.consume(100, 0.05):
-                if message.error() is None and message.value():
-                    received.append(
-                        (outputs[message.topic() or ""], time.time(), json.loads(message.value()))
-                    )
+                value = message.value()
+                if message.error() is None and value:
+                    received.append((outputs[message.topic() or ""], time.time(), json.loads(value)))
         consumer.close()
 
     thread = threading.Thread(target=worker.run, daemon=True)

@@ -14,7 +14,7 @@ Systems (``SYSTEMS``): ``fifo`` and ``cameo`` without lessees (every map ``paral
 worker's one thread); ``cameo-auto``, both maps ``parallel="auto"`` (BA on process lessees, IO on
 thread lessees) leased by the scheduler's slack; ``cameo-max``, the most lessees the worker allows,
 always on: BA ``parallel=cores-1`` processes (at least 2, which the worker's budget holds to one
-process lessee on 2 cores), IO ``parallel=max_thread_lessees`` threads (8).
+process lessee on 2 cores), IO ``parallel=max_thread_lessees`` threads (the worker's default, 16).
 
 Records are sized as S1's ``heavy`` sizing (LS 100/s, 2 partitions, producers lingering 25 ms for LS
 and 50 ms for BA, IO's 50 ms), so that the embedded broker stays a small share of the two cores; its
@@ -69,6 +69,7 @@ from cadenza.infra.kafka.topics import ensure_topics
 from cadenza.infra.metrics.quantiles import sample_quantile
 from cadenza.infra.metrics.scrape import Exposition, counter_deltas, parse
 from cadenza.settings import KafkaSettings
+from cadenza.worker.config import WorkerConfig
 
 __all__ = [
     "SYSTEMS",
@@ -86,6 +87,10 @@ TENANTS = ("LS", "BA", "IO")
 SCENARIOS_DIR = Path(__file__).resolve().parent
 #: The worker loads the tenants' pipelines by name (see ``s6_pipelines``' docstring).
 PIPELINES_MODULE = "s6_pipelines"
+
+
+def _worker_default(setting: str) -> int:
+    return int(WorkerConfig.model_fields[setting].default)
 
 
 @dataclass(frozen=True)
@@ -132,8 +137,11 @@ class DirigoConfig:
     repetitions: int = 3
     #: The worker's core budget (``CADENZA_CORES``): process lessees are at most ``cores - 1``.
     cores: int = field(default_factory=lambda: os.cpu_count() or 2)
-    #: The worker's ``max_thread_lessees``, and the IO thread lessees ``cameo-max`` keeps on.
-    max_thread_lessees: int = 8
+    #: The worker's ``max_thread_lessees``, and the IO thread lessees ``cameo-max`` keeps on: the
+    #: worker's own default, so "the maximum lessees" is what a worker allows unless told otherwise.
+    max_thread_lessees: int = field(
+        default_factory=lambda: WorkerConfig.model_fields["max_thread_lessees"].default
+    )
     #: Seconds between two samples of the ``cadenza_lessees`` gauge.
     sample_interval: float = 0.5
 
