@@ -91,6 +91,7 @@ def _track_lessees(register: Callable[..., None], hub: LesseeHub) -> None:
     register(names.LESSEE_HANDOFF_SECONDS, each(lambda s: s.stats.handoff_seconds))
     register(names.LESSEE_HANDED_CALLS, each(lambda s: s.stats.handoff_calls))
     register(names.LESSOR_CALLS, each(lambda s: s.stats.lessor_calls))
+    register(names.LESSEE_MERGE_SECONDS, each(lambda s: s.stats.merge_seconds))
 
 
 def _track_clients(register: Callable[..., None], membership: KafkaMembership, output: Output) -> None:

@@ -74,6 +74,7 @@ def test_the_dashboard_covers_what_an_operator_asks_about() -> None:
         "cadenza_lessee_timeouts_total",
         "cadenza_lessee_deaths_total",
         "cadenza_lessee_abandoned_total",
+        "cadenza_lessee_merge_seconds_total",
     ):
         assert needed in used, f"no panel queries {needed}"
 

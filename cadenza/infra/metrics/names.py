@@ -42,6 +42,7 @@ __all__ = [
     "LESSEE_HANDED_CALLS",
     "LESSEE_HANDOFF_SECONDS",
     "LESSEE_LEASES",
+    "LESSEE_MERGE_SECONDS",
     "LESSEE_RELEASES",
     "LESSEE_SECONDS",
     "LESSEE_TIMEOUTS",
@@ -471,6 +472,14 @@ LESSEE_HANDOFF_SECONDS = MetricDef(
 LESSEE_HANDED_CALLS = MetricDef("cadenza_lessee_handed_calls", _C, "Calls handed to lessees.", _TPO)
 """Against ``cadenza_lessor_calls_total``: how much of the step ran beside the loop."""
 
+LESSEE_MERGE_SECONDS = MetricDef(
+    "cadenza_lessee_merge_seconds",
+    _C,
+    "Seconds the worker's loop spent merging a window aggregate's lifted partials into its windows.",
+    _TPO,
+)
+"""Over the calls (handed plus the loop's own): the merge per record; closing the windows included."""
+
 LESSOR_CALLS = MetricDef(
     "cadenza_lessor_calls", _C, "Calls of a parallel step the worker's loop ran itself.", _TPO
 )
@@ -610,6 +619,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     LESSEE_ABANDONED,
     LESSEE_HANDOFF_SECONDS,
     LESSEE_HANDED_CALLS,
+    LESSEE_MERGE_SECONDS,
     LESSOR_CALLS,
     WORKER_RESTARTS,
     FEEDBACK_APPLIED,

@@ -101,6 +101,9 @@ class LesseeStats:
     lessor_calls: int = 0
     #: Lessee-seconds of leases already given back (the live ones are added when read).
     closed_seconds: float = 0.0
+    #: A window aggregate's: seconds the lessor spent merging lifted partials into its windows
+    #: (closing the windows they complete included).
+    merge_seconds: float = 0.0
 
 
 class Leases(Protocol):

@@ -19,6 +19,7 @@ step would (``parallel="auto"`` before its first lease).
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -136,9 +137,11 @@ class ParallelOp(Operator):
     ) -> None:
         kind = self.kind
         if kind == LIFT:  # the window merges the partial, or dead-letters the failure where it would
+            started = time.perf_counter()
             self.next.process(
                 unit, key, Lifted(value, result if ok else LiftFailure(result)), event_time, window
             )
+            self.step.stats.merge_seconds += time.perf_counter() - started
             return
         if not ok:
             self.dead.function_failed(unit, self.node_id, result)
