@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
@@ -56,6 +55,7 @@ from cadenza.worker.engine.decode import SourceDecoder, value_codec
 from cadenza.worker.engine.engine import Engine, EngineTransport
 from cadenza.worker.engine.executor import SchedKey
 from cadenza.worker.engine.idle_clock import IdleClock
+from cadenza.worker.engine.lessees.cores import available_cores
 from cadenza.worker.engine.lessees.hub import LesseeHub
 from cadenza.worker.engine.memory import MemoryProducer, MemoryTopics, StoredRecord
 from cadenza.worker.engine.operators.join_step import JoinInput
@@ -175,7 +175,7 @@ class PipelineDriver:
             registry_client=None,
             clock=idle_clock.now,
             wall_clock=self.clock.now,
-            lessees=(LesseeHub(cores=cores or os.cpu_count() or 1, wall=self.clock.now) if lessees else None),
+            lessees=(LesseeHub(cores=cores or available_cores(), wall=self.clock.now) if lessees else None),
             read_clock=idle_clock,
         )
         self._engine = Engine(

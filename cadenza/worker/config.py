@@ -97,7 +97,7 @@ class WorkerConfig(BaseSettings):
     cores: int | None = _field(
         None,
         "Cores the worker may use: process lessees of parallel steps are at most cores - 1 "
-        "(default: the machine's cores).",
+        "(default: the CPUs the process may run on, bounded by a cgroup CPU quota).",
         ge=1,
     )
     max_thread_lessees: int = _field(16, "Most thread lessees leased at once (blocking I/O steps).", ge=1)

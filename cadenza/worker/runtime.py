@@ -55,6 +55,7 @@ from cadenza.worker.engine.dead_letter import PipelineStoppedError
 from cadenza.worker.engine.decode import make_registry_client
 from cadenza.worker.engine.engine import Engine, EngineTransport
 from cadenza.worker.engine.idle_clock import READ_GAP, IdleClock
+from cadenza.worker.engine.lessees.cores import available_cores
 from cadenza.worker.engine.lessees.hub import LesseeHub
 from cadenza.worker.engine.output import Output
 from cadenza.worker.engine.plan import WorkerPlan, assemble
@@ -231,7 +232,7 @@ class Worker:
             clock=self.idle_clock.now,
             wall_clock=self._wall_clock,
             lessees=LesseeHub(
-                cores=config.cores or os.cpu_count() or 1,
+                cores=config.cores or available_cores(),
                 max_threads=config.max_thread_lessees,
                 warm=config.warm_lessees,
                 idle_release=config.lessee_idle_release,

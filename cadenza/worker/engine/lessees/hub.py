@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import queue
 import time
 from collections.abc import Callable
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from cadenza.worker.engine.lessees.leased_step import Call
 
 __all__ = ["LesseeHub"]
+
+_log = logging.getLogger("cadenza.worker")
 
 
 def _nothing_queued(_topic: str, _partition: int) -> int:
@@ -87,10 +90,20 @@ class LesseeHub:
         release: Callable[[deque[Call]], None],
     ) -> LeasedStep:
         """Register a parallel step; its lessees are leased from :meth:`start` on."""
+        cap = self.process_cap if spec.executor == "process" else self.thread_cap
         if spec.lessees is None:
-            cap = self.process_cap if spec.executor == "process" else self.thread_cap
             rules = LeaseRules(floor=0, cap=cap, idle_release=self.idle_release)
         else:
+            if spec.lessees > cap:
+                _log.warning(
+                    "pipeline %s, step %s asks for %d %s lessees; the worker's budget allows %d at once "
+                    "(raise cores or max_thread_lessees for more)",
+                    pipeline,
+                    node_id,
+                    spec.lessees,
+                    spec.executor,
+                    cap,
+                )
             rules = LeaseRules(floor=spec.lessees, cap=spec.lessees, idle_release=self.idle_release)
         step = LeasedStep(
             self,
