@@ -376,7 +376,8 @@ class Engine:
 
     def run_for(self, seconds: float) -> int:
         """Run quanta, best priority first, until the buffer is empty, ``seconds`` have passed or the
-        producer pushes back (see :mod:`cadenza.worker.engine.executor`).
+        producer pushes back (see :mod:`cadenza.worker.engine.executor`); returns the records run,
+        calls released by parallel steps included.
 
         With lessees, what they finished is released before and after, and a lessor left with
         nothing queued runs queued calls of process steps itself for a short slice (Dirigo's
@@ -384,12 +385,15 @@ class Engine:
         hub = self.lessees
         if hub is None:
             return self.executor.run_for(seconds)
+        released = hub.releases
         self.pump_lessees()
         ran = self.executor.run_for(seconds)
         if not len(self.scheduler) and hub.held:
             ran += self._help()
         self.pump_lessees()
-        return ran
+        # A release finishes its record: it counts as run, so that a checkpoint follows it even in a
+        # round that ran nothing else (the last calls of a burst come back after its records ran).
+        return ran + hub.releases - released
 
     def _help(self) -> int:
         hub = self.lessees

@@ -195,6 +195,11 @@ class LesseeHub:
     # -- the pump --------------------------------------------------------------------------------
 
     @property
+    def releases(self) -> int:
+        """Calls released so far, over the steps."""
+        return sum(step.releases for step in self.steps)
+
+    @property
     def held(self) -> int:
         """Calls accepted by parallel steps and not yet released: records the worker still holds."""
         return sum(step.held for step in self.steps)

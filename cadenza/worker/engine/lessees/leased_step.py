@@ -161,6 +161,9 @@ class LeasedStep:
         self._seq = 0
         #: Calls accepted and not yet released or dropped.
         self.held = 0
+        #: Calls released so far: work done that a checkpoint must see (a round may release calls
+        #: and run nothing else).
+        self.releases = 0
         #: Per-call seconds, from lessees' batches and the lessor's own calls.
         self.cost = 0.0
         #: The least slack a call run on the lessor had since the last tick (inline mode's signal).
@@ -211,6 +214,7 @@ class LeasedStep:
 
     def released(self) -> None:
         self.held -= 1
+        self.releases += 1
 
     # -- on the hub's pump -----------------------------------------------------------------------
 
