@@ -31,10 +31,6 @@ __all__ = ["ExecutorKind", "Parallel", "ParallelSpec", "parallel_spec"]
 ExecutorKind = Literal["process", "thread"]
 Parallel = int | Literal["auto"]
 
-#: The step kinds that take the keywords (a processor's state is one per key: it stays sequential);
-#: window aggregates take ``parallel`` and ``executor`` (their lift runs on the lessees).
-PARALLEL_KINDS = frozenset({"map", "filter", "flat_map", "window_aggregate"})
-
 
 @dataclass(frozen=True, slots=True)
 class ParallelSpec:

@@ -145,13 +145,6 @@ class Engine:
         if self.lessees is not None:
             self.lessees.queued = self.queued  # what an "auto" step on the lessor has behind it
             self.lessees.start()  # the warm pool and the fixed lessees, before the first record
-        self._parallel: dict[str, list[ParallelOp]] = {
-            op.pipeline: [] for task in plan.tasks for op in task.parallel
-        }
-        for task in plan.tasks:
-            for op in task.parallel:
-                if op not in self._parallel[op.pipeline]:
-                    self._parallel[op.pipeline].append(op)
         self.progress = ProgressSender(
             [(op, task.subtopology.input_topic) for task in plan.tasks for op in task.keyed],
             counters,
@@ -471,8 +464,9 @@ class Engine:
             return []
         self.stopped[name] = stopped
         self.counters.pipelines_stopped += 1
-        for op in self._parallel.get(name, ()):
-            op.forget()  # its held calls stay uncommitted, like its queued units
+        for op in self._parallel_ops():
+            if op.pipeline == name:
+                op.forget()  # its held calls stay uncommitted, like its queued units
         mine = [schedule for schedule in self.schedules if schedule.pipeline == name]
         indexes = {schedule.index for schedule in mine}
         queued = [key for key in self.scheduler.keys() if key[0] in indexes]  # noqa: SIM118 - a list, not a dict
@@ -501,12 +495,14 @@ class Engine:
         for topic, partition in gone:
             for window, part in self.stateful(topic, partition):
                 window.drop(part)
-        if self._parallel:
-            went = set(gone)
-            for ops in self._parallel.values():
-                for op in ops:
-                    op.forget(went)
+        went = set(gone)
+        for op in self._parallel_ops():
+            op.forget(went)
         return dropped
+
+    def _parallel_ops(self) -> list[ParallelOp]:
+        """The parallel steps, each once (one after a join is in both of the join's tasks)."""
+        return list(dict.fromkeys(op for task in self.plan.tasks for op in task.parallel))
 
     def close(self) -> None:
         """Release the operators' state stores, and the crash slot's words (a mapping cannot be

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cadenza.worker.engine.lessees.leased_step import LeasedStep, LesseeStats
+from cadenza.worker.engine.lessees.leased_step import LeasedStep
 from cadenza.worker.engine.lessees.leasing import LeaseRules
 from cadenza.worker.engine.lessees.lessee import DIED, READY, Lessee, ProcessLessee, Results, ThreadLessee
 
@@ -277,9 +277,6 @@ class LesseeHub:
         ]
 
     # -- ends ------------------------------------------------------------------------------------
-
-    def stats(self) -> dict[tuple[str, str, str], tuple[LeasedStep, LesseeStats]]:
-        return {(s.tenant, s.pipeline, s.node_id): (s, s.stats) for s in self.steps}
 
     def close(self, grace: float = 1.0) -> None:
         """End every lessee: processes are asked to stop, then killed after ``grace`` seconds."""
