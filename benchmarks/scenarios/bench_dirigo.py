@@ -36,9 +36,6 @@ import argparse
 import json
 import math
 import os
-import re
-import statistics
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -47,18 +44,19 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dirigo_metrics import TENANTS, LeaseSampler, lessee_usage, run_seconds
+from dirigo_report import check_targets, format_table, median_known, ms_text, percent_text, plot, summarise
+
 from cadenza.demo.machine import machine_and_commit, write_result
 from cadenza.demo.s1 import calibrate
 from cadenza.demo.s1_config import WARMUP_FIRST_ID, Capacity, S1Config, sized
 from cadenza.demo.s1_io import Output, OutputReader, Send, Topics, plan, send_phase
 from cadenza.demo.s1_process import CpuSample, broker_with_pid, free_port, run_broker, system_process
 from cadenza.demo.s1_results import (
-    MET_GOAL,
     expectations,
     job_results,
     matched_jobs,
     measure,
-    median_run,
     strip_latencies,
     tenant_stats,
     window_results,
@@ -67,7 +65,6 @@ from cadenza.demo.worker_metrics import kafka_requests, loop_stalls, mean_run_se
 from cadenza.infra.kafka.clients import make_admin, make_producer
 from cadenza.infra.kafka.topics import ensure_topics
 from cadenza.infra.metrics.quantiles import sample_quantile
-from cadenza.infra.metrics.scrape import Exposition, counter_deltas, parse
 from cadenza.settings import KafkaSettings
 from cadenza.worker.config import WorkerConfig
 
@@ -83,7 +80,6 @@ __all__ = [
 ]
 
 Progress = Callable[[str], None]
-TENANTS = ("LS", "BA", "IO")
 SCENARIOS_DIR = Path(__file__).resolve().parent
 #: The worker loads the tenants' pipelines by name (see ``s6_pipelines``' docstring).
 PIPELINES_MODULE = "s6_pipelines"
@@ -249,107 +245,6 @@ def planned_rates(config: DirigoConfig, capacity: Capacity) -> dict[str, float]:
         "io_in_flight": round(config.io_rate * config.io_sleep_s, 2),
         "ls_rps": config.base.ls_rate,
     }
-
-
-# -- what the worker's /metrics say ----------------------------------------------------------------
-
-LESSEE_GAUGE = "cadenza_lessees"
-#: The worker's lessee counters (sample names), by the key the JSON gives their growth under.
-LESSEE_COUNTERS = {
-    "leases": "cadenza_lessee_leases_total",
-    "releases": "cadenza_lessee_releases_total",
-    "lessee_s": "cadenza_lessee_seconds_total",
-    "timeouts": "cadenza_lessee_timeouts_total",
-    "deaths": "cadenza_lessee_deaths_total",
-    "abandoned": "cadenza_lessee_abandoned_total",
-    "handoff_s": "cadenza_lessee_handoff_seconds_total",
-    "handed_calls": "cadenza_lessee_handed_calls_total",
-    "lessor_calls": "cadenza_lessor_calls_total",
-}
-
-
-def _families(text: str) -> set[str]:
-    """The metric families ``text`` declares, whether or not they have a series yet (a labelled
-    counter nothing has counted has none, yet the worker exports it: its growth is 0, not unknown)."""
-    return set(re.findall(r"^# TYPE (\S+)", text, re.MULTILINE))
-
-
-def lessee_gauge(exposition: Exposition) -> dict[str, float] | None:
-    """The ``cadenza_lessees`` gauge per step (``tenant/operator``), or None if the worker exports none."""
-    samples = parse(exposition) if isinstance(exposition, str) else exposition
-    found = [s for s in samples if s.name == LESSEE_GAUGE]
-    if not found:
-        return None
-    gauge: dict[str, float] = {}
-    for sample in found:
-        step = (
-            sample.labels.get("operator") or sample.labels.get("step") or sample.labels.get("pipeline", "?")
-        )
-        key = f"{sample.labels.get('tenant', '?')}/{step}"
-        gauge[key] = gauge.get(key, 0.0) + float(sample.value)
-    return gauge
-
-
-def lessee_usage(
-    before: str, after: str, tenants: Sequence[str] = TENANTS
-) -> dict[str, dict[str, float | None]]:
-    """Per tenant, how much each lessee counter grew between two scrapes (summed over its steps), and
-    the loop's mean hand-off per call in ms; None for a metric the worker does not export (no lessee
-    runtime), and for the hand-off of a tenant that handed nothing off."""
-    declared = _families(after)
-    before_samples, after_samples = parse(before) if before else [], parse(after) if after else []
-    usage: dict[str, dict[str, float | None]] = {tenant: {} for tenant in tenants}
-    for key, name in LESSEE_COUNTERS.items():
-        exported = bool({name, name.removesuffix("_total")} & declared)
-        grown = counter_deltas(before_samples, after_samples, name, ("tenant",)) if exported else None
-        for tenant in tenants:
-            usage[tenant][key] = None if grown is None else round(grown.get((tenant,), 0.0), 3)
-    for row in usage.values():
-        seconds, calls = row["handoff_s"], row["handed_calls"]
-        row["handoff_ms"] = round(seconds / calls * 1000.0, 4) if seconds is not None and calls else None
-    return usage
-
-
-def run_seconds(before: str, after: str) -> dict[str, float]:
-    """Per tenant, the seconds the worker spent running its operators between two scrapes."""
-    if not after:
-        return {}
-    grown = counter_deltas(before, after, "cadenza_run_time_seconds_sum", ("tenant",))
-    return {tenant: round(seconds, 3) for (tenant,), seconds in grown.items()}
-
-
-class LeaseSampler:
-    """Samples the ``cadenza_lessees`` gauge from the worker's /metrics every ``interval`` seconds, in
-    a thread, as (seconds since ``origin``, gauge per step or None)."""
-
-    def __init__(self, port: int, interval: float) -> None:
-        self.samples: list[tuple[float, dict[str, float] | None]] = []
-        self._port, self._interval = port, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="s6-lease-sampler", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            text = scrape(self._port)
-            if text:
-                self.samples.append((time.time(), lessee_gauge(text)))
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def timeline(self, origin: float) -> dict[str, Any]:
-        """The samples as the JSON keeps them: times since ``origin`` and one series per step
-        (None where a step had no series yet); ``steps`` is empty if the gauge never existed."""
-        steps = sorted({step for _, gauge in self.samples if gauge for step in gauge})
-        return {
-            "t": [round(at - origin, 2) for at, _ in self.samples],
-            "steps": {
-                step: [None if gauge is None else gauge.get(step) for _, gauge in self.samples]
-                for step in steps
-            },
-        }
 
 
 # -- one run ---------------------------------------------------------------------------------------
@@ -556,7 +451,8 @@ def run_system(  # noqa: PLR0917
         f"while measured ({cpu['wall_s']:.0f} s); lessee-seconds {lessees}"
     )
     said = [
-        f"{t} {_ratio(result[t]['deadline_met_ratio'])} (p99 {_ms(result[t]['p99_ms'])} ms)" for t in TENANTS
+        f"{t} {percent_text(result[t]['deadline_met_ratio'])} (p99 {ms_text(result[t]['p99_ms'])} ms)"
+        for t in TENANTS
     ]
     progress(f"  {name}: in target: {', '.join(said)}")
     stalls = [f"{phase} {n['stalls']:.0f} ({n['seconds']:.2f} s)" for phase, n in result["stalls"].items()]
@@ -578,268 +474,6 @@ def _input_seconds(stamped: Sequence[tuple[Send, float]], tenant: str, start: fl
 
 def _per_wall(seconds: float | None, wall: float | None) -> float | None:
     return None if seconds is None or not wall else round(seconds / wall, 3)
-
-
-# -- the summary and the issue's targets -----------------------------------------------------------
-
-#: Keys of a tenant's row whose median over the repetitions the summary carries beside
-#: :func:`~cadenza.demo.s1_results.median_run`'s.
-EXTRA_MEDIANS = (
-    "lessor_calls",
-    "handed_calls",
-    "cpu_s",
-    "run_s",
-    "lessee_s",
-    "handoff_ms",
-    "input_rps",
-    "leases",
-    "timeouts",
-    "deaths",
-    "abandoned",
-)
-
-
-def _median(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.median(known) if known else None
-
-
-def summarise(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """A system's repetitions: per tenant the medians (with min and max satisfaction), the medians of
-    its CPU and lessee seconds; the system's lessee seconds and the broker's and worker's cores."""
-    merged = median_run([{t: e[t] for t in TENANTS} for e in entries], TENANTS)
-    for tenant in TENANTS:
-        row = merged[tenant]
-        row.pop("latencies_ms", None)
-        for key in EXTRA_MEDIANS:
-            row[key] = _median([e[tenant].get(key) for e in entries])
-        row["satisfaction"] = [e[tenant]["deadline_met_ratio"] for e in entries]
-    merged["BA"]["load"] = [e["BA"]["load"] for e in entries]
-    for key in ("lessee_s", "broker_cores", "worker_cores"):
-        merged[key] = _median([e.get(key) for e in entries])
-    merged["broker_cores_max"] = max(
-        (e["broker_cores"] for e in entries if e.get("broker_cores") is not None), default=None
-    )
-    return merged
-
-
-def _met(system: Mapping[str, Any] | None, tenant: str) -> float | None:
-    return None if system is None else system[tenant].get("deadline_met_ratio")
-
-
-def _gap(high: float | None, low: float | None) -> float | None:
-    return None if high is None or low is None else round(high - low, 4)
-
-
-def check_targets(result: Mapping[str, Any], goal: float = MET_GOAL) -> dict[str, dict[str, Any]]:
-    """The issue's four checks on a result (``systems`` as :func:`summarise` makes them): each with the
-    value it judged and ``met`` (None where a system it needs did not run or a figure is missing).
-
-    - ``auto_satisfied``: under cameo-auto every tenant's median satisfaction is at least ``goal``,
-    - ``without_lessees_fail``: where cameo without lessees leaves BA or IO below 0.9,
-    - ``ls_every_repetition``: cameo-auto's LS is at least ``goal`` in every repetition (IO blocks),
-    - ``lessee_seconds``: cameo-auto used at most 0.7x cameo-max's lessee seconds, with every
-      tenant's satisfaction no more than 0.01 below cameo-max's.
-    """
-    systems = result.get("systems", {})
-    auto, off, full = systems.get("cameo-auto"), systems.get("cameo"), systems.get("cameo-max")
-    checks: dict[str, dict[str, Any]] = {}
-    auto_ratios = {t: _met(auto, t) for t in TENANTS}
-    checks["auto_satisfied"] = {
-        "target": f"cameo-auto: every tenant >= {goal:g}",
-        "value": auto_ratios,
-        "met": None
-        if auto is None or None in auto_ratios.values()
-        else all(v >= goal for v in auto_ratios.values() if v is not None),
-    }
-    off_ratios = {t: _met(off, t) for t in ("BA", "IO")}
-    checks["without_lessees_fail"] = {
-        "target": "cameo without lessees: BA or IO < 0.9",
-        "value": off_ratios,
-        "met": None if off is None else any(v is not None and v < 0.9 for v in off_ratios.values()),
-    }
-    ls_runs = [] if auto is None else list(auto["LS"].get("satisfaction", []))
-    checks["ls_every_repetition"] = {
-        "target": f"cameo-auto: LS >= {goal:g} in every repetition",
-        "value": ls_runs,
-        "met": None if not ls_runs or None in ls_runs else all(v >= goal for v in ls_runs),
-    }
-    auto_s = None if auto is None else auto.get("lessee_s")
-    full_s = None if full is None else full.get("lessee_s")
-    ratio = round(auto_s / full_s, 3) if auto_s is not None and full_s else None
-    gaps = {t: _gap(_met(full, t), _met(auto, t)) for t in TENANTS}
-    close = None if None in gaps.values() else all(g is not None and g <= 0.01 for g in gaps.values())
-    checks["lessee_seconds"] = {
-        "target": "cameo-auto: lessee-seconds <= 0.7x cameo-max's, satisfaction within 0.01 of it",
-        "value": {"ratio": ratio, "auto_s": auto_s, "max_s": full_s, "satisfaction_below_max": gaps},
-        "met": None if ratio is None or close is None else ratio <= 0.7 and close,
-    }
-    return checks
-
-
-# -- the table -------------------------------------------------------------------------------------
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}"
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
-
-
-def _cores(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _secs(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
-
-
-def format_table(result: Mapping[str, Any]) -> str:
-    """Satisfaction and latency per tenant, then what each system used, then the issue's checks.
-
-    BA's load is its mean input over one process's calibrated capacity, per repetition: the issue's
-    terms (1.2 asked), and what a short phase's Pareto bursts actually brought.
-    """
-    systems: Mapping[str, Any] = result.get("systems", {})
-    head = f"{'system':11s}" + "".join(f" {t + ' in target':>13s} {t + ' p50/p99 ms':>17s}" for t in TENANTS)
-    lines = [head]
-    for name, entry in systems.items():
-        cells = "".join(
-            f" {_ratio(entry[t]['deadline_met_ratio']):>13s} "
-            f"{_ms(entry[t]['p50_ms']) + '/' + _ms(entry[t]['p99_ms']):>17s}"
-            for t in TENANTS
-        )
-        lines.append(f"{name:11s}{cells}")
-    lines.append("")
-    lines.append(
-        f"{'system':11s} {'CPU-s LS/BA/IO':>19s} {'lessee-s LS/BA/IO':>19s} {'lessee-s':>9s} "
-        f"{'worker cores':>13s} {'broker cores':>13s} {'IO rps':>7s}  BA load (x one process)"
-    )
-    for name, entry in systems.items():
-        cpu = "/".join(_secs(entry[t].get("cpu_s")) for t in TENANTS)
-        lessee = "/".join(_secs(entry[t].get("lessee_s")) for t in TENANTS)
-        loads = [
-            load.get("mean_input_load") for load in entry["BA"].get("load", []) if isinstance(load, Mapping)
-        ]
-        lines.append(
-            f"{name:11s} {cpu:>19s} {lessee:>19s} {_secs(entry.get('lessee_s')):>9s} "
-            f"{_cores(entry.get('worker_cores')):>13s} {_cores(entry.get('broker_cores')):>13s} "
-            f"{_secs(entry['IO'].get('input_rps')):>7s}  {', '.join(_cores(v) for v in loads) or '-'}"
-        )
-    checks = result.get("targets") or check_targets(result)
-    lines.append("")
-    for key, check in checks.items():
-        word = {True: "MET", False: "MISSED", None: "NOT JUDGED"}[check["met"]]
-        lines.append(f"{word:10s} {key}: {check['target']}; {_describe(check['value'])}")
-    return "\n".join(lines)
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k} {_describe(v)}" for k, v in value.items())
-    if isinstance(value, list):
-        return "[" + ", ".join(_describe(v) for v in value) + "]"
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return "-" if value is None else str(value)
-
-
-# -- the plot --------------------------------------------------------------------------------------
-
-
-def plot(result: Mapping[str, Any], runs: Mapping[str, list[dict[str, Any]]], path: Path) -> bool:
-    """Per system (its first repetition), the lessees per step over time beside each tenant's
-    latency over time, on one time axis, so a lease shows next to the latency it answered; below,
-    satisfaction and lessee seconds per system. False, saying why, where there is nothing to plot."""
-    try:
-        import matplotlib  # noqa: PLC0415
-    except ImportError:
-        print(f"no plot at {path}: matplotlib is not installed")
-        return False
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    shown = [name for name in runs if runs[name]]
-    if not shown:
-        print(f"no plot at {path}: no system ran to the end")
-        return False
-    fig, grid = plt.subplots(len(shown) + 1, 2, figsize=(15, 3.2 * (len(shown) + 1)), squeeze=False)
-    colors = {"LS": "#4c72b0", "BA": "#dd8452", "IO": "#55a868"}
-    for row, name in zip(grid, shown, strict=False):
-        run = runs[name][0]
-        row[1].sharex(row[0])
-        leases = run.get("leases", {"t": [], "steps": {}})
-        ax = row[0]
-        for step, values in leases["steps"].items():
-            ax.step(
-                leases["t"],
-                [math.nan if v is None else v for v in values],
-                where="post",
-                label=step,
-                color=colors.get(step.split("/")[0]),
-            )
-        if not leases["steps"]:
-            ax.text(
-                0.5,
-                0.5,
-                "no lessees: both maps on the worker's thread (parallel=1)"
-                if SYSTEMS[name].lessees == "off"
-                else "no cadenza_lessees gauge exported",
-                ha="center",
-                va="center",
-                transform=ax.transAxes,
-            )
-        ax.set_title(f"{name}: lessees per step (lessee-seconds {_secs(run.get('lessee_s'))})")
-        ax.set_xlabel("s since the measured phase began")
-        ax.set_ylabel("lessees")
-        if leases["steps"]:
-            ax.legend(fontsize=7)
-        ax = row[1]
-        for tenant in TENANTS:
-            timeline = run[tenant].get("timeline", [])
-            ax.plot(
-                [r["t"] for r in timeline],
-                [r["p99_ms"] for r in timeline],
-                ".-",
-                color=colors[tenant],
-                markersize=3,
-                label=f"{tenant} p99",
-            )
-            ax.axhline(run[tenant]["target_ms"], color=colors[tenant], linestyle=":", linewidth=1)
-        ends = [r["t"] + 1.0 for t in TENANTS for r in run[t].get("timeline", [])]
-        ax.set_xlim(min([0.0, *leases["t"]]), max([1.0, *ends, *leases["t"]]))
-        ax.set_yscale("log")
-        ax.set_title(f"{name}: latency p99 per second (dotted: targets)")
-        ax.set_xlabel("s since the measured phase began")
-        ax.set_ylabel("ms (log)")
-        ax.legend(fontsize=7)
-    systems = result["systems"]
-    names = list(systems)
-    width = 0.27
-    ax = grid[-1][0]
-    for offset, tenant in zip((-width, 0.0, width), TENANTS, strict=True):
-        ax.bar(
-            [x + offset for x in range(len(names))],
-            [systems[n][tenant]["deadline_met_ratio"] or 0.0 for n in names],
-            width,
-            label=tenant,
-            color=colors[tenant],
-        )
-    ax.axhline(MET_GOAL, color="grey", linestyle="--", linewidth=1)
-    ax.set_xticks(range(len(names)), names)
-    ax.set_ylim(0, 1.05)
-    ax.set_title("satisfaction: share of expected results within target (median)")
-    ax.legend(fontsize=7)
-    ax = grid[-1][1]
-    ax.bar(range(len(names)), [systems[n].get("lessee_s") or 0.0 for n in names], 0.6, color="#8172b3")
-    ax.set_xticks(range(len(names)), names)
-    ax.set_title("lessee-seconds while measured (median; 0: none exported)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
 
 
 # -- the whole benchmark ---------------------------------------------------------------------------
@@ -907,7 +541,7 @@ def run_benchmark(
         "benchmark": "s6_dirigo",
         "systems": summary,
         "broker_cores": {
-            "median": _median(broker),
+            "median": median_known(broker),
             "max": max(broker, default=None),
             "goal": 0.2,
         },

@@ -19,22 +19,18 @@ from bench_dirigo import (
     SYSTEMS,
     DirigoConfig,
     DirigoTopics,
-    check_targets,
-    format_table,
     io_sends,
     latency_timeline,
-    lessee_gauge,
-    lessee_usage,
     parse_systems,
     phase_order,
     plan_phase,
     planned_rates,
     quick_config,
-    run_seconds,
     step_env,
-    summarise,
     worker_env,
 )
+from dirigo_metrics import lessee_gauge, lessee_usage, run_seconds
+from dirigo_report import check_targets, format_table, summarise
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from cadenza.demo.s1_config import Capacity
