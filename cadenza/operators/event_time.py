@@ -521,6 +521,24 @@ class WindowedAggregation(EventTimeState, Generic[K, V, A, R]):
         return late
 
     def _add_sliding(self, key: Any, t: float, value: Any) -> list[Late]:
+        return self._slide(key, t, value, value, self._agg)
+
+    def _add_sliding_lifted(self, key: Any, t: float, record: Any) -> list[Late]:
+        """:meth:`_add_sliding` for a record lifted on a lessee (a :class:`~cadenza.operators.Lifted`):
+        the windows it falls in merge its partial, but the buffer keeps its value, as without lessees,
+        and the window it opens folds the buffered values with the plain ``add`` before merging its own
+        partial. So the state is the plain window's (a step can change its ``parallel`` and restore the
+        other's changelog), and so are the failures: a buffered value whose ``add`` raises fails each
+        window opened over it, as it would without lessees."""
+        lifted = cast(LiftedAggregator[Any, Any], self._agg)  # chosen for one in __init__
+        return self._slide(key, t, record, record[0], lifted.plain)
+
+    def _slide(
+        self, key: Any, t: float, value: Any, raw: Any, plain: Aggregator[Any, Any, Any]
+    ) -> list[Late]:
+        """A sliding window's record: ``value`` is folded into the open windows it falls in (with the
+        window's ``add``), ``raw`` is what the buffer keeps, and ``plain`` folds the buffered values
+        into the window the record opens, before the record's own ``value``."""
         size = self._size
         lateness = self._lateness
         watermark = self._watermark
@@ -539,61 +557,19 @@ class WindowedAggregation(EventTimeState, Generic[K, V, A, R]):
                     own_exists = True
             else:
                 new_windows.append(slot)
-        new_buffer = [*buffer, [t, value]]
         opens = not own_late and not own_exists
         if opens:
             start = t - size
-            acc = agg.init()
-            for item in new_buffer:
-                if start <= item[0] <= t:
-                    acc = agg.add(acc, item[1])
-            new_windows.append([start, t, acc])
-        if not buffer:
-            self._push(t + size + lateness, key)  # so the buffer gets pruned even if no window closes
-        if opens:
-            self._push(t + lateness, key)
-        self._state[key] = [new_windows, new_buffer]
-        return [Late(key, t, Window(t - size, t))] if own_late else []
-
-    def _add_sliding_lifted(self, key: Any, t: float, record: Any) -> list[Late]:
-        """:meth:`_add_sliding` for a record lifted on a lessee (a :class:`~cadenza.operators.Lifted`):
-        the windows it falls in merge its partial, but the buffer keeps its value, as without lessees,
-        and the window it opens folds the buffered values with the plain ``add`` before merging its own
-        partial. So the state is the plain window's (a step can change its ``parallel`` and restore the
-        other's changelog), and so are the failures: a buffered value whose ``add`` raises fails each
-        window opened over it, as it would without lessees. Kept apart from :meth:`_add_sliding` so the
-        plain path pays nothing for this one."""
-        size = self._size
-        lateness = self._lateness
-        watermark = self._watermark
-        own_late = t + lateness <= watermark
-        if t + size + lateness <= watermark:
-            return [Late(key, t, Window(t - size, t))]
-        agg = cast(LiftedAggregator[Any, Any], self._agg)  # chosen for one in __init__
-        windows, buffer = self._state.get(key) or [[], []]
-        own_exists = False
-        new_windows: list[Any] = []
-        for slot in windows:
-            if slot[0] <= t <= slot[1]:
-                new_windows.append([slot[0], slot[1], agg.add(slot[2], record)])
-                if slot[1] == t:
-                    own_exists = True
-            else:
-                new_windows.append(slot)
-        opens = not own_late and not own_exists
-        if opens:
-            start = t - size
-            plain = agg.plain
             acc = plain.init()
             for item in buffer:
                 if start <= item[0] <= t:
                     acc = plain.add(acc, item[1])
-            new_windows.append([start, t, agg.add(acc, record)])  # the record is the buffer's last
+            new_windows.append([start, t, agg.add(acc, value)])  # the record is the buffer's last
         if not buffer:
-            self._push(t + size + lateness, key)
+            self._push(t + size + lateness, key)  # so the buffer gets pruned even if no window closes
         if opens:
             self._push(t + lateness, key)
-        self._state[key] = [new_windows, [*buffer, [t, record[0]]]]
+        self._state[key] = [new_windows, [*buffer, [t, raw]]]
         return [Late(key, t, Window(t - size, t))] if own_late else []
 
     def _add_session(self, key: Any, t: float, value: Any) -> list[Late]:
